@@ -1,0 +1,107 @@
+// CompressedTensor: the result of every codec. It owns one byte payload on
+// the tensor's device plus a small host-side description (what was encoded
+// and how), decodes back to a tensor of the original shape and dtype, and
+// serializes to a flat, checksummed byte buffer that can cross processes and
+// disks (byte layout in docs/formats.md).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "actkit/kernels/common.h"
+
+namespace actkit {
+
+using kernels::MetaFormat;
+
+enum class CodecKind : uint8_t {
+  kPerGroup = 1,  // per-group stochastic quantization (design.md 4.1)
+  kMask = 2,      // 1 bit per value
+  kIndex = 3,     // small unsigned integers, 1..8 bits per value
+};
+
+const char* to_string(CodecKind kind);
+
+// What a payload holds; enough to size, decode and validate it.
+struct CompressedMeta {
+  CodecKind kind = CodecKind::kPerGroup;
+  at::ScalarType dtype = at::kFloat;  // dtype that decode() returns
+  std::vector<int64_t> shape;
+  int bits = 0;                      // bits per value; 0 when sample_bits is used
+  std::vector<uint8_t> sample_bits;  // per-sample bits (per-group codec only)
+  int group_size = 0;                // per-group codec only
+  MetaFormat meta_format = MetaFormat::kBFloat16;
+
+  int64_t numel() const;
+  // Per-group view: N = shape[0] for rank >= 2, else 1; D = numel / N.
+  int64_t num_samples() const;
+  int64_t sample_size() const;
+  int64_t num_groups() const;
+  // Bytes of group metadata (4 per group) and of the code stream.
+  int64_t meta_bytes() const;
+  int64_t code_bytes() const;
+  int64_t payload_bytes() const { return meta_bytes() + code_bytes(); }
+  // Bit offset of each sample's codes (per-sample bits only).
+  std::vector<int64_t> sample_bit_offsets() const;
+
+  // Throws FormatError naming the first inconsistency (bits out of range,
+  // dtype not allowed for the codec, negative dims, size overflow, ...).
+  void validate() const;
+};
+
+class CompressedTensor {
+ public:
+  CompressedTensor() = default;
+
+  // Wraps an existing payload. `payload` must be a contiguous uint8 tensor
+  // holding at least meta.payload_bytes() bytes (kernels may pad it).
+  // Throws FormatError if `meta` is invalid or the payload too small.
+  CompressedTensor(CompressedMeta meta, at::Tensor payload);
+
+  bool defined() const { return payload_.defined(); }
+  const CompressedMeta& meta() const { return meta_; }
+  CodecKind kind() const { return meta_.kind; }
+  const std::vector<int64_t>& shape() const { return meta_.shape; }
+  at::ScalarType dtype() const { return meta_.dtype; }
+  at::Device device() const;
+  int64_t numel() const { return meta_.numel(); }
+  // Uniform bits per value, or 0 when bits vary per sample.
+  int bits() const { return meta_.bits; }
+  const std::vector<uint8_t>& sample_bits() const { return meta_.sample_bits; }
+  // Code bits per value, averaged over all values (metadata excluded).
+  double average_bits() const;
+  // Bytes the payload takes in memory: metadata + codes.
+  int64_t byte_size() const { return meta_.payload_bytes(); }
+  // The payload: uint8, on device(), metadata first, then the code stream.
+  const at::Tensor& payload() const { return payload_; }
+
+  // Decodes to a contiguous tensor of shape() and dtype() on device().
+  // Throws InvalidInput if undefined.
+  at::Tensor decode() const;
+
+  // Copy of this tensor with the payload on `device`.
+  CompressedTensor to(at::Device device) const;
+
+  // Exact size of serialize()'s output.
+  size_t serialized_size() const;
+  // Writes the serialized form into dst[0, capacity); throws InvalidInput if
+  // capacity < serialized_size(). Returns the bytes written.
+  size_t serialize_into(uint8_t* dst, size_t capacity) const;
+  std::vector<uint8_t> serialize() const;
+
+  // Parses a buffer written by serialize(). Never reads outside
+  // data[0, size). Throws FormatError if the buffer is truncated, has
+  // trailing bytes, fails its checksum or describes an invalid tensor.
+  static CompressedTensor deserialize(const uint8_t* data, size_t size, at::Device device = at::kCPU);
+  static CompressedTensor deserialize(const std::vector<uint8_t>& bytes, at::Device device = at::kCPU) {
+    return deserialize(bytes.data(), bytes.size(), device);
+  }
+
+ private:
+  CompressedMeta meta_;
+  at::Tensor payload_;
+};
+
+}  // namespace actkit

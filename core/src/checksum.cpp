@@ -1,0 +1,55 @@
+#include "actkit/core/checksum.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__SSE4_2__)
+#include <nmmintrin.h>
+#endif
+
+namespace actkit {
+namespace {
+
+// Reflected CRC-32C polynomial.
+constexpr uint32_t kPoly = 0x82f63b78u;
+
+constexpr std::array<uint32_t, 256> make_table() {
+  std::array<uint32_t, 256> t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ ((c & 1u) ? kPoly : 0u);
+    t[i] = c;
+  }
+  return t;
+}
+
+constexpr std::array<uint32_t, 256> kTable = make_table();
+
+}  // namespace
+
+uint32_t detail::crc32c_table(const void* data, size_t size, uint32_t crc) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = ~crc;
+  for (; size > 0; --size, ++p) c = (c >> 8) ^ kTable[(c ^ *p) & 0xffu];
+  return ~c;
+}
+
+uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
+#if defined(__SSE4_2__)
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = ~crc;
+  uint64_t c64 = c;
+  for (; size >= 8; size -= 8, p += 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    c64 = _mm_crc32_u64(c64, w);
+  }
+  c = uint32_t(c64);
+  for (; size > 0; --size, ++p) c = _mm_crc32_u8(c, *p);
+  return ~c;
+#else
+  return detail::crc32c_table(data, size, crc);
+#endif
+}
+
+}  // namespace actkit

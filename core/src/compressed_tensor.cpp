@@ -1,0 +1,164 @@
+#include "actkit/core/compressed_tensor.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+
+#include <numeric>
+
+#include "actkit/core/errors.h"
+#include "dispatch.h"
+
+namespace actkit {
+namespace {
+
+// Bounds that keep every size computation (numel * 8 bits) inside int64.
+constexpr size_t kMaxRank = 16;
+constexpr int64_t kMaxNumel = int64_t(1) << 50;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool is_float_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
+bool is_index_dtype(at::ScalarType t) { return t == at::kByte || t == at::kInt || t == at::kLong; }
+
+}  // namespace
+
+const char* to_string(CodecKind kind) {
+  switch (kind) {
+    case CodecKind::kPerGroup: return "per-group";
+    case CodecKind::kMask: return "mask";
+    case CodecKind::kIndex: return "index";
+  }
+  return "unknown";
+}
+
+int64_t CompressedMeta::numel() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<int64_t>());
+}
+
+int64_t CompressedMeta::num_samples() const { return shape.size() >= 2 ? shape[0] : 1; }
+
+int64_t CompressedMeta::sample_size() const {
+  const int64_t n = num_samples();
+  return n == 0 ? 0 : numel() / n;
+}
+
+int64_t CompressedMeta::num_groups() const {
+  if (kind != CodecKind::kPerGroup) return 0;
+  return num_samples() * ceil_div(sample_size(), group_size);
+}
+
+int64_t CompressedMeta::meta_bytes() const { return 4 * num_groups(); }
+
+int64_t CompressedMeta::code_bytes() const {
+  if (kind == CodecKind::kPerGroup && bits == 0) {
+    int64_t total_bits = 0;
+    for (uint8_t b : sample_bits) total_bits += b;
+    return ceil_div(total_bits * sample_size(), 8);
+  }
+  return ceil_div(numel() * bits, 8);
+}
+
+std::vector<int64_t> CompressedMeta::sample_bit_offsets() const {
+  std::vector<int64_t> offsets(sample_bits.size());
+  int64_t pos = 0;
+  for (size_t n = 0; n < sample_bits.size(); ++n) {
+    offsets[n] = pos;
+    pos += int64_t(sample_bits[n]) * sample_size();
+  }
+  return offsets;
+}
+
+void CompressedMeta::validate() const {
+  if (shape.size() > kMaxRank) throw FormatError(c10::str("rank ", shape.size(), " exceeds ", kMaxRank));
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw FormatError(c10::str("negative dimension ", d));
+    if (d != 0 && count > kMaxNumel / d) throw FormatError("tensor too large (more than 2^50 values)");
+    count *= d;
+  }
+  auto check_bits = [](int b) {
+    if (b < 1 || b > 8) throw FormatError(c10::str("bits must be in 1..8, got ", b));
+  };
+  switch (kind) {
+    case CodecKind::kPerGroup:
+      if (!is_float_dtype(dtype)) throw FormatError(c10::str("per-group payload of non-float dtype ", dtype));
+      if (shape.empty()) throw FormatError("per-group payload needs rank >= 1");
+      if (group_size < 8 || group_size > kernels::kMaxGroupSize || group_size % 8 != 0) {
+        throw FormatError(c10::str("group size must be a multiple of 8 in [8, ", kernels::kMaxGroupSize,
+                                   "], got ", group_size));
+      }
+      if (meta_format != MetaFormat::kBFloat16 && meta_format != MetaFormat::kFloat16) {
+        throw FormatError("unknown metadata format");
+      }
+      if (sample_bits.empty()) {
+        check_bits(bits);
+      } else {
+        if (bits != 0) throw FormatError("bits must be 0 when per-sample bits are given");
+        if (int64_t(sample_bits.size()) != num_samples()) {
+          throw FormatError(c10::str("per-sample bits: ", sample_bits.size(), " entries for ", num_samples(),
+                                     " samples"));
+        }
+        for (uint8_t b : sample_bits) check_bits(b);
+      }
+      return;
+    case CodecKind::kMask:
+      if (dtype != at::kBool) throw FormatError(c10::str("mask payload of dtype ", dtype));
+      if (bits != 1) throw FormatError(c10::str("mask payload with ", bits, " bits"));
+      break;
+    case CodecKind::kIndex:
+      if (!is_index_dtype(dtype)) throw FormatError(c10::str("index payload of dtype ", dtype));
+      check_bits(bits);
+      break;
+    default: throw FormatError(c10::str("unknown codec kind ", int(kind)));
+  }
+  if (!sample_bits.empty() || group_size != 0 || meta_format != MetaFormat::kBFloat16) {
+    throw FormatError(c10::str(to_string(kind), " payload cannot have per-sample bits, groups or group metadata"));
+  }
+}
+
+CompressedTensor::CompressedTensor(CompressedMeta meta, at::Tensor payload)
+    : meta_(std::move(meta)), payload_(std::move(payload)) {
+  meta_.validate();
+  if (!payload_.defined() || payload_.scalar_type() != at::kByte || payload_.dim() != 1 ||
+      !payload_.is_contiguous()) {
+    throw FormatError("payload must be a contiguous 1-D uint8 tensor");
+  }
+  if (payload_.numel() < meta_.payload_bytes()) {
+    throw FormatError(c10::str("payload holds ", payload_.numel(), " bytes, ", meta_.payload_bytes(), " needed"));
+  }
+  // Kernels read the metadata as uint16 pairs and OR 32-bit words.
+  if (reinterpret_cast<uintptr_t>(payload_.data_ptr()) % detail::kPayloadPad != 0 ||
+      payload_.numel() % detail::kPayloadPad != 0) {
+    at::Tensor aligned = detail::allocate_payload(meta_, payload_.device());
+    aligned.narrow(0, 0, meta_.payload_bytes()).copy_(payload_.narrow(0, 0, meta_.payload_bytes()));
+    payload_ = aligned;
+  }
+}
+
+at::Device CompressedTensor::device() const { return payload_.defined() ? payload_.device() : at::kCPU; }
+
+double CompressedTensor::average_bits() const {
+  const int64_t n = numel();
+  if (n == 0) return meta_.bits;
+  if (meta_.bits != 0) return meta_.bits;
+  int64_t total = 0;
+  for (uint8_t b : meta_.sample_bits) total += b;
+  return double(total) / double(meta_.sample_bits.size());
+}
+
+at::Tensor CompressedTensor::decode() const {
+  if (!defined()) throw InvalidInput("decode: the CompressedTensor is empty");
+  switch (meta_.kind) {
+    case CodecKind::kPerGroup: return detail::decode_per_group(*this);
+    case CodecKind::kMask:
+    case CodecKind::kIndex: return detail::decode_bitfield(*this);
+  }
+  throw InvalidInput("decode: unknown codec kind");
+}
+
+CompressedTensor CompressedTensor::to(at::Device device) const {
+  if (!defined()) throw InvalidInput("to: the CompressedTensor is empty");
+  return CompressedTensor(meta_, payload_.to(device));
+}
+
+}  // namespace actkit

@@ -1,0 +1,115 @@
+// The CUDA side of the dispatch layer: device tables, streams, status
+// read-back. Built with real bodies when ACTKIT_WITH_CUDA is defined; the
+// CPU-only build gets functions that say CUDA is missing.
+#include <c10/util/StringUtil.h>
+
+#include "actkit/core/errors.h"
+#include "dispatch.h"
+
+#if defined(ACTKIT_WITH_CUDA)
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "actkit/kernels/cuda.h"
+#endif
+
+namespace actkit::detail::cuda {
+
+#if defined(ACTKIT_WITH_CUDA)
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw Error(c10::str(what, ": CUDA error: ", cudaGetErrorString(err)));
+}
+
+// Device copies of the per-sample tables; kept alive by the caller until
+// the kernel is queued (the caching allocator orders reuse on the stream).
+struct DeviceTables {
+  at::Tensor bits;
+  at::Tensor offsets;
+};
+
+DeviceTables upload_tables(at::Device device, kernels::PerGroupLayout& L) {
+  DeviceTables t;
+  if (L.uniform_bits != 0) return t;
+  const int64_t n = L.num_samples;
+  t.bits = at::empty({n}, at::kByte);
+  t.offsets = at::empty({n}, at::kLong);
+  std::memcpy(t.bits.data_ptr<uint8_t>(), L.sample_bits, size_t(n));
+  std::memcpy(t.offsets.data_ptr<int64_t>(), L.sample_bit_offset, size_t(n) * sizeof(int64_t));
+  t.bits = t.bits.to(device);
+  t.offsets = t.offsets.to(device);
+  L.sample_bits = t.bits.data_ptr<uint8_t>();
+  L.sample_bit_offset = t.offsets.data_ptr<int64_t>();
+  return t;
+}
+
+at::Tensor new_status(at::Device device) {
+  return at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(device));
+}
+
+kernels::EncodeStatus read_status(const at::Tensor& status, bool wait) {
+  return wait ? kernels::EncodeStatus(status.item<int32_t>()) : kernels::EncodeStatus::kOk;
+}
+
+}  // namespace
+
+bool available() { return true; }
+
+kernels::EncodeStatus pergroup_encode(at::Device device, kernels::PerGroupEncodeArgs args, bool wait_status) {
+  c10::cuda::CUDAGuard guard(device);
+  const DeviceTables tables = upload_tables(device, args.layout);
+  const at::Tensor status = new_status(device);
+  check(kernels::pergroup_encode_cuda(args, status.data_ptr<int32_t>(), at::cuda::getCurrentCUDAStream()),
+        "encode_per_group");
+  return read_status(status, wait_status);
+}
+
+void pergroup_decode(at::Device device, kernels::PerGroupDecodeArgs args) {
+  c10::cuda::CUDAGuard guard(device);
+  const DeviceTables tables = upload_tables(device, args.layout);
+  check(kernels::pergroup_decode_cuda(args, at::cuda::getCurrentCUDAStream()), "decode");
+}
+
+kernels::EncodeStatus bitfield_encode(at::Device device, const void* values, kernels::IntType type, int64_t count,
+                                      int bits, uint8_t* out, bool wait_status) {
+  c10::cuda::CUDAGuard guard(device);
+  const at::Tensor status = new_status(device);
+  check(kernels::bitfield_encode_cuda(values, type, count, bits, out, status.data_ptr<int32_t>(),
+                                      at::cuda::getCurrentCUDAStream()),
+        "encode_index");
+  return read_status(status, wait_status);
+}
+
+void bitfield_encode_positive(at::Device device, const void* values, kernels::FloatType type, int64_t count,
+                              uint8_t* out) {
+  c10::cuda::CUDAGuard guard(device);
+  check(kernels::bitfield_encode_positive_cuda(values, type, count, out, at::cuda::getCurrentCUDAStream()),
+        "encode_positive_mask");
+}
+
+void bitfield_decode(at::Device device, const uint8_t* in, int64_t count, int bits, void* out,
+                     kernels::IntType type) {
+  c10::cuda::CUDAGuard guard(device);
+  check(kernels::bitfield_decode_cuda(in, count, bits, out, type, at::cuda::getCurrentCUDAStream()), "decode");
+}
+
+#else  // !ACTKIT_WITH_CUDA
+
+namespace {
+[[noreturn]] void missing() { throw InvalidInput("this ACTkit build has no CUDA support (ACTKIT_CUDA=OFF)"); }
+}  // namespace
+
+bool available() { return false; }
+kernels::EncodeStatus pergroup_encode(at::Device, kernels::PerGroupEncodeArgs, bool) { missing(); }
+void pergroup_decode(at::Device, kernels::PerGroupDecodeArgs) { missing(); }
+kernels::EncodeStatus bitfield_encode(at::Device, const void*, kernels::IntType, int64_t, int, uint8_t*, bool) {
+  missing();
+}
+void bitfield_encode_positive(at::Device, const void*, kernels::FloatType, int64_t, uint8_t*) { missing(); }
+void bitfield_decode(at::Device, const uint8_t*, int64_t, int, void*, kernels::IntType) { missing(); }
+
+#endif
+
+}  // namespace actkit::detail::cuda

@@ -1,0 +1,160 @@
+// Packing of small codes (one per byte) into an LSB-first bit stream and
+// back, for the CPU kernels. Code k of a run that starts at stream bit p
+// occupies bits [p + k*b, p + (k+1)*b); stream bit s lives in byte s/8 at bit
+// s%8.
+//
+// The 1/2/4/8-bit cases on byte-aligned runs are written as word-wide shifts
+// the compiler vectorizes; everything else goes through a bit accumulator.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace actkit::kernels::cpu {
+
+// ORs `v` into a byte that a neighbouring run (another thread) may also touch.
+inline void atomic_or_byte(uint8_t* p, uint8_t v) {
+  if (v != 0) __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
+}
+
+namespace detail {
+
+// Compacts 8 one-bit codes per 64-bit word into one byte.
+inline void pack1(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < nbytes; ++i) {
+    uint64_t w;
+    std::memcpy(&w, codes + 8 * i, 8);
+    const uint64_t v = w | (w >> 7) | (w >> 14) | (w >> 21) | (w >> 28) | (w >> 35) | (w >> 42) | (w >> 49);
+    out[i] = uint8_t(v);
+  }
+}
+
+inline void pack2(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < nbytes; ++i) {
+    uint32_t w;
+    std::memcpy(&w, codes + 4 * i, 4);
+    out[i] = uint8_t(w | (w >> 6) | (w >> 12) | (w >> 18));
+  }
+}
+
+inline void pack4(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < nbytes; ++i) {
+    uint16_t w;
+    std::memcpy(&w, codes + 2 * i, 2);
+    out[i] = uint8_t(w | (w >> 4));
+  }
+}
+
+inline void unpack1(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
+#pragma omp simd
+  for (int64_t i = 0; i < nbytes; ++i) {
+    const uint64_t v = in[i];
+    const uint64_t w =
+        (v | (v << 7) | (v << 14) | (v << 21) | (v << 28) | (v << 35) | (v << 42) | (v << 49)) &
+        0x0101010101010101ull;
+    std::memcpy(codes + 8 * i, &w, 8);
+  }
+}
+
+inline void unpack2(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
+#pragma omp simd
+  for (int64_t i = 0; i < nbytes; ++i) {
+    const uint32_t v = in[i];
+    const uint32_t w = (v | (v << 6) | (v << 12) | (v << 18)) & 0x03030303u;
+    std::memcpy(codes + 4 * i, &w, 4);
+  }
+}
+
+inline void unpack4(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
+#pragma omp simd
+  for (int64_t i = 0; i < nbytes; ++i) {
+    const uint32_t v = in[i];
+    const uint16_t w = uint16_t((v | (v << 4)) & 0x0f0fu);
+    std::memcpy(codes + 2 * i, &w, 2);
+  }
+}
+
+}  // namespace detail
+
+// Packs codes[0, count) (each < 2^bits) at stream bit `bit_pos` of `out`.
+// Bytes wholly inside the run are stored; the at most two bytes shared with
+// neighbouring runs are OR-ed atomically. So `out` must start zeroed, and
+// disjoint runs may be packed concurrently.
+inline void pack_codes(const uint8_t* codes, int64_t count, int bits, uint8_t* out, int64_t bit_pos) {
+  if (count <= 0) return;
+  uint8_t* o = out + (bit_pos >> 3);
+  if ((bit_pos & 7) == 0 && (8 % bits) == 0) {
+    const int per_byte = 8 / bits;
+    const int64_t full = count / per_byte;
+    switch (bits) {
+      case 1: detail::pack1(codes, full, o); break;
+      case 2: detail::pack2(codes, full, o); break;
+      case 4: detail::pack4(codes, full, o); break;
+      default: std::memcpy(o, codes, size_t(full)); break;
+    }
+    const int64_t rest = count - full * per_byte;
+    if (rest > 0) {
+      uint32_t v = 0;
+      for (int64_t k = 0; k < rest; ++k) v |= uint32_t(codes[full * per_byte + k]) << (k * bits);
+      atomic_or_byte(o + full, uint8_t(v));
+    }
+    return;
+  }
+  // Generic path: accumulate codes and flush whole bytes.
+  const int lead = int(bit_pos & 7);
+  uint64_t acc = 0;
+  int nacc = lead;  // the run's first byte starts `lead` bits in
+  bool shared_first = lead != 0;
+  for (int64_t k = 0; k < count; ++k) {
+    acc |= uint64_t(codes[k]) << nacc;
+    nacc += bits;
+    while (nacc >= 8) {
+      if (shared_first) {
+        atomic_or_byte(o, uint8_t(acc));
+        shared_first = false;
+      } else {
+        *o = uint8_t(acc);
+      }
+      ++o;
+      acc >>= 8;
+      nacc -= 8;
+    }
+  }
+  if (nacc > 0) atomic_or_byte(o, uint8_t(acc));
+}
+
+// Unpacks `count` codes of `bits` bits from stream bit `bit_pos` of `in`.
+// Reads only the bytes that hold the run's bits.
+inline void unpack_codes(const uint8_t* in, int64_t bit_pos, int64_t count, int bits, uint8_t* codes) {
+  if (count <= 0) return;
+  const uint8_t* p = in + (bit_pos >> 3);
+  if ((bit_pos & 7) == 0 && (8 % bits) == 0) {
+    const int per_byte = 8 / bits;
+    const int64_t full = count / per_byte;
+    switch (bits) {
+      case 1: detail::unpack1(p, full, codes); break;
+      case 2: detail::unpack2(p, full, codes); break;
+      case 4: detail::unpack4(p, full, codes); break;
+      default: std::memcpy(codes, p, size_t(full)); break;
+    }
+    const int64_t rest = count - full * per_byte;
+    const uint32_t mask = (1u << bits) - 1u;
+    for (int64_t k = 0; k < rest; ++k) codes[full * per_byte + k] = uint8_t((p[full] >> (k * bits)) & mask);
+    return;
+  }
+  const uint32_t mask = (1u << bits) - 1u;
+  int shift = int(bit_pos & 7);
+  for (int64_t k = 0; k < count; ++k) {
+    uint32_t v = uint32_t(p[0]) >> shift;
+    if (shift + bits > 8) v |= uint32_t(p[1]) << (8 - shift);
+    codes[k] = uint8_t(v & mask);
+    shift += bits;
+    p += shift >> 3;
+    shift &= 7;
+  }
+}
+
+}  // namespace actkit::kernels::cpu

@@ -1,0 +1,55 @@
+// Counter-based random numbers: u = f(seed, element index).
+//
+// Like Philox, the generator is stateless: element i's draw depends on the
+// seed and i only, so CPU threads, CUDA blocks and any work split produce the
+// same numbers. Instead of Philox's ten multiply rounds per four outputs it
+// uses two rounds of the murmur3 32-bit finalizer keyed by the seed (each
+// round is a bijection with full avalanche). That is cheap enough to vectorize
+// at memory bandwidth and is plenty for stochastic rounding; tests/
+// check uniformity and independence across seeds.
+#pragma once
+
+#include "actkit/kernels/common.h"
+
+namespace actkit::kernels {
+
+struct RngKey {
+  uint32_t k0 = 0;
+  uint32_t k1 = 0;
+};
+
+// Spreads a user seed over the two 32-bit round keys (splitmix64 step).
+ACTKIT_HD RngKey make_rng_key(uint64_t seed) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return RngKey{uint32_t(z), uint32_t(z >> 32)};
+}
+
+ACTKIT_HD uint32_t fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+
+// 32 random bits for element (hi:lo) of the stream selected by `key`.
+ACTKIT_HD uint32_t counter_hash(RngKey key, uint32_t lo, uint32_t hi) {
+  const uint32_t h = fmix32(lo ^ key.k0);
+  return fmix32(h ^ key.k1 ^ (hi * 0x9e3779b9u));
+}
+
+// Uniform float in [0, 1) with 24 random bits (every value exactly
+// representable, so host and device agree).
+ACTKIT_HD float counter_uniform(RngKey key, uint32_t lo, uint32_t hi) {
+  return float(counter_hash(key, lo, hi) >> 8) * 5.9604644775390625e-8f;
+}
+
+ACTKIT_HD float counter_uniform(RngKey key, uint64_t index) {
+  return counter_uniform(key, uint32_t(index), uint32_t(index >> 32));
+}
+
+}  // namespace actkit::kernels
