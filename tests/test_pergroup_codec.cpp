@@ -258,3 +258,17 @@ TEST(PerGroup, BadArgumentsAreClearErrors) {
 TEST(PerGroup, EmptyCompressedTensorRefusesToDecode) {
   EXPECT_THROW(CompressedTensor().decode(), InvalidInput);
 }
+
+TEST(PerGroup, DecodeIntoReusesABufferAndChecksIt) {
+  const at::Tensor x = at::randn({4, 300});
+  const CompressedTensor ct = encode_per_group(x, opts(2, 6));
+  at::Tensor out = at::empty({4, 300});
+  ct.decode_into(out);
+  EXPECT_TRUE(bitwise_equal(out, ct.decode()));
+  at::Tensor wrong_shape = at::empty({4, 301});
+  at::Tensor wrong_dtype = at::empty({4, 300}, at::kHalf);
+  at::Tensor strided = at::empty({300, 4}).t();
+  EXPECT_THROW(ct.decode_into(wrong_shape), InvalidInput);
+  EXPECT_THROW(ct.decode_into(wrong_dtype), InvalidInput);
+  EXPECT_THROW(ct.decode_into(strided), InvalidInput);
+}

@@ -77,16 +77,14 @@ CompressedTensor encode_positive_mask(const at::Tensor& x) {
   return CompressedTensor(std::move(m), std::move(payload));
 }
 
-at::Tensor detail::decode_bitfield(const CompressedTensor& ct) {
+void detail::decode_bitfield(const CompressedTensor& ct, at::Tensor& out) {
   const CompressedMeta& m = ct.meta();
-  at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype).device(ct.device()));
   const kernels::IntType type = int_type_of(m.dtype, "decode");
   if (out.is_cuda()) {
     cuda::bitfield_decode(out.device(), ct.payload().data_ptr<uint8_t>(), m.numel(), m.bits, out.data_ptr(), type);
   } else {
     kernels::bitfield_decode_cpu(ct.payload().data_ptr<uint8_t>(), m.numel(), m.bits, out.data_ptr(), type);
   }
-  return out;
 }
 
 }  // namespace actkit

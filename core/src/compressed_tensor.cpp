@@ -148,10 +148,22 @@ double CompressedTensor::average_bits() const {
 
 at::Tensor CompressedTensor::decode() const {
   if (!defined()) throw InvalidInput("decode: the CompressedTensor is empty");
+  at::Tensor out = at::empty(meta_.shape, at::TensorOptions().dtype(meta_.dtype).device(device()));
+  decode_into(out);
+  return out;
+}
+
+void CompressedTensor::decode_into(at::Tensor& out) const {
+  if (!defined()) throw InvalidInput("decode: the CompressedTensor is empty");
+  if (!out.defined() || out.scalar_type() != meta_.dtype || out.sizes() != c10::IntArrayRef(meta_.shape) ||
+      out.device() != device() || !out.is_contiguous()) {
+    throw InvalidInput(c10::str("decode_into: needs a contiguous ", meta_.dtype, " tensor of shape ",
+                                c10::IntArrayRef(meta_.shape), " on ", device()));
+  }
   switch (meta_.kind) {
-    case CodecKind::kPerGroup: return detail::decode_per_group(*this);
+    case CodecKind::kPerGroup: detail::decode_per_group(*this, out); return;
     case CodecKind::kMask:
-    case CodecKind::kIndex: return detail::decode_bitfield(*this);
+    case CodecKind::kIndex: detail::decode_bitfield(*this, out); return;
   }
   throw InvalidInput("decode: unknown codec kind");
 }

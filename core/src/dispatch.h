@@ -22,8 +22,9 @@ void check_device(const at::Tensor& t, const char* what);
 constexpr int64_t kPayloadPad = 8;
 at::Tensor allocate_payload(const CompressedMeta& meta, at::Device device);
 
-at::Tensor decode_per_group(const CompressedTensor& ct);
-at::Tensor decode_bitfield(const CompressedTensor& ct);
+// Decode into `out`, already checked to match ct's shape, dtype and device.
+void decode_per_group(const CompressedTensor& ct, at::Tensor& out);
+void decode_bitfield(const CompressedTensor& ct, at::Tensor& out);
 
 // CUDA backend. Arguments carry host pointers for the per-sample tables; the
 // backend copies them to the device. Kernels run on the current stream.

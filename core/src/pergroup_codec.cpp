@@ -96,9 +96,8 @@ CompressedTensor encode_per_group(const at::Tensor& x, const PerGroupOptions& op
   return CompressedTensor(std::move(m), std::move(payload));
 }
 
-at::Tensor detail::decode_per_group(const CompressedTensor& ct) {
+void detail::decode_per_group(const CompressedTensor& ct, at::Tensor& out) {
   const CompressedMeta& m = ct.meta();
-  at::Tensor out = at::empty(m.shape, at::TensorOptions().dtype(m.dtype).device(ct.device()));
   const std::vector<int64_t> offsets = m.sample_bit_offsets();
   const uint8_t* base = ct.payload().data_ptr<uint8_t>();
 
@@ -114,7 +113,6 @@ at::Tensor detail::decode_per_group(const CompressedTensor& ct) {
   } else {
     kernels::pergroup_decode_cpu(args);
   }
-  return out;
 }
 
 }  // namespace actkit

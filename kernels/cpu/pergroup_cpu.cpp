@@ -60,11 +60,14 @@ inline EncodeStatus encode_group(const float* x, int64_t len, int bits, const Pe
   float mn = std::numeric_limits<float>::infinity();
   float mx = -std::numeric_limits<float>::infinity();
   float poison = 0.0f;  // becomes NaN if any value is NaN or +-Inf
+  // Selects on values, not std::min/max (which return references and keep
+  // the loop scalar).
 #pragma omp simd reduction(min : mn) reduction(max : mx) reduction(+ : poison)
   for (int64_t j = 0; j < len; ++j) {
-    mn = std::min(mn, x[j]);
-    mx = std::max(mx, x[j]);
-    poison += x[j] * 0.0f;
+    const float v = x[j];
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+    poison += v * 0.0f;
   }
   GroupMeta gm;
   EncodeStatus problem = EncodeStatus::kOk;
@@ -87,11 +90,12 @@ inline EncodeStatus encode_group(const float* x, int64_t len, int bits, const Pe
   // Split the 64-bit element index once; the low word may wrap inside a group.
   const uint32_t lo0 = uint32_t(first_index);
   const uint32_t hi0 = uint32_t(first_index >> 32);
+  const RngKey key = a.key;  // a local copy: stores to scratch cannot alias it
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) {
     const uint32_t lo = lo0 + uint32_t(j);
     const uint32_t hi = hi0 + (lo < lo0 ? 1u : 0u);
-    scratch[j] = quantize_value(x[j], zero, scale, counter_uniform(a.key, lo, hi), top);
+    scratch[j] = quantize_value(x[j], zero, scale, counter_uniform(key, lo, hi), top);
   }
   cpu::pack_codes(scratch, len, bits, a.codes, bit_pos);
   return EncodeStatus::kOk;

@@ -81,6 +81,11 @@ class CompressedTensor {
   // Throws InvalidInput if undefined.
   at::Tensor decode() const;
 
+  // Decodes into `out`, which must be a contiguous tensor of shape(),
+  // dtype() on device() (reusing a buffer avoids an allocation per decode).
+  // Throws InvalidInput if it is not, or if this tensor is undefined.
+  void decode_into(at::Tensor& out) const;
+
   // Copy of this tensor with the payload on `device`.
   CompressedTensor to(at::Device device) const;
 

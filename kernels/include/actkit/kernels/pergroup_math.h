@@ -11,7 +11,7 @@
 // value as 0 and decodes it to Z exactly.
 #pragma once
 
-#include <cmath>
+#include <cmath>  // std::isfinite
 
 #include "actkit/kernels/half.h"
 
@@ -40,14 +40,21 @@ ACTKIT_HD bool make_group_meta(float mn, float mx, int bits, MetaFormat fmt, Gro
   const float range = meta_to_float(out->range_bits, fmt);
   if (!(std::isfinite(out->zero) && std::isfinite(range))) return false;
   out->scale = range > 0.0f ? div_rn(float(max_code(bits)), range) : 0.0f;
+  // B / R overflows for a subnormal range; a finite scale keeps every code
+  // well defined (such a group is zero to within 1e-38 anyway).
+  const float kMaxFloat = 3.40282347e38f;
+  out->scale = out->scale > kMaxFloat ? kMaxFloat : out->scale;
   return true;
 }
 
+// floor((x - Z) * scale + u) clamped to `top` (= B). x >= Z holds for every
+// value of the group (Z is its minimum rounded down), so the sum is >= 0 and
+// truncation toward zero is the floor; clamping in float first keeps the
+// integer conversion in range.
 ACTKIT_HD uint8_t quantize_value(float x, float zero, float scale, float u, float top) {
-  float q = std::floor(add_rn(mul_rn(sub_rn(x, zero), scale), u));
-  q = q < 0.0f ? 0.0f : q;
-  q = q > top ? top : q;
-  return uint8_t(q);
+  float v = add_rn(mul_rn(sub_rn(x, zero), scale), u);
+  v = v < top ? v : top;
+  return uint8_t(int32_t(v));
 }
 
 // Step between adjacent levels, R / B.

@@ -1,0 +1,80 @@
+#include "codec_bench.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+#include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <cstring>
+#include <memory>
+
+#include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/pergroup_codec.h"
+
+namespace actkit::bench {
+
+void parallel_memcpy(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kChunk = size_t(1) << 20;
+  const size_t chunks = (bytes + kChunk - 1) / kChunk;
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, chunks, 1), [&](const tbb::blocked_range<size_t>& r) {
+    for (size_t c = r.begin(); c != r.end(); ++c) {
+      const size_t off = c * kChunk;
+      std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, std::min(kChunk, bytes - off));
+    }
+  });
+}
+
+CodecBenchReport run_codec_bench(const CodecBenchConfig& config) {
+  if (config.bytes < 4) throw InvalidInput("bench codec: size must be at least 4 bytes");
+  if (config.threads < 0) throw InvalidInput("bench codec: threads must be >= 0");
+  for (int b : config.bits) {
+    if (b < 1 || b > 8) throw InvalidInput(c10::str("bench codec: bits must be in 1..8, got ", b));
+  }
+  std::unique_ptr<tbb::global_control> limit;
+  if (config.threads > 0) {
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, config.threads);
+  }
+
+  CodecBenchReport report;
+  report.bytes = config.bytes / 4 * 4;
+  report.threads = tbb::this_task_arena::max_concurrency();
+  const int64_t numel = int64_t(report.bytes / 4);
+  // Activations of a batch of 64 samples, as a layer would save them.
+  const int64_t samples = numel % 64 == 0 ? 64 : 1;
+  at::manual_seed(int64_t(config.seed));
+  const at::Tensor x = at::randn({samples, numel / samples});
+  at::Tensor y = at::empty_like(x);
+  parallel_memcpy(y.data_ptr(), x.data_ptr(), report.bytes);  // fault pages in
+
+  const double gb = double(report.bytes) / 1e9;
+  report.memcpy_gbps = gb / best_seconds([&] { parallel_memcpy(y.data_ptr(), x.data_ptr(), report.bytes); },
+                                         config.min_seconds);
+
+  for (int bits : config.bits) {
+    PerGroupOptions o;
+    o.bits = bits;
+    o.seed = config.seed;
+    CompressedTensor ct;
+    CodecResult r;
+    r.name = "pergroup";
+    r.bits = bits;
+    r.encode_gbps = gb / best_seconds([&] { ct = encode_per_group(x, o); }, config.min_seconds);
+    r.decode_gbps = gb / best_seconds([&] { ct.decode_into(y); }, config.min_seconds);
+    report.codecs.push_back(r);
+  }
+
+  CompressedTensor mask;
+  at::Tensor mask_out = at::empty(x.sizes(), at::kBool);
+  CodecResult m;
+  m.name = "mask";
+  m.bits = 1;
+  m.encode_gbps = gb / best_seconds([&] { mask = encode_positive_mask(x); }, config.min_seconds);
+  m.decode_gbps = gb / best_seconds([&] { mask.decode_into(mask_out); }, config.min_seconds);
+  report.codecs.push_back(m);
+  return report;
+}
+
+}  // namespace actkit::bench

@@ -1,0 +1,64 @@
+// The codec throughput benchmark behind `actkit bench codec`: codecs and a
+// parallel memcpy baseline measured in one process, on the same threads, so
+// the ratios mean something on any machine.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace actkit::bench {
+
+struct CodecBenchConfig {
+  size_t bytes = size_t(64) << 20;  // fp32 input size
+  std::vector<int> bits = {1, 2, 4, 8};
+  int threads = 0;                  // 0: all cores
+  double min_seconds = 0.5;         // per measurement
+  uint64_t seed = 1;
+};
+
+struct CodecResult {
+  std::string name;  // "pergroup" or "mask"
+  int bits = 0;
+  double encode_gbps = 0;  // GB/s of fp32 input bytes
+  double decode_gbps = 0;
+};
+
+struct CodecBenchReport {
+  size_t bytes = 0;
+  int threads = 0;
+  double memcpy_gbps = 0;
+  std::vector<CodecResult> codecs;
+};
+
+// Runs the benchmark on the CPU. Throws actkit::InvalidInput for a config
+// with no bytes, bits outside 1..8 or negative threads.
+CodecBenchReport run_codec_bench(const CodecBenchConfig& config);
+
+// Copies `bytes` from src to dst with the current TBB thread count, in
+// 1 MiB chunks (the baseline every codec is compared to).
+void parallel_memcpy(void* dst, const void* src, size_t bytes);
+
+// Best (shortest) wall time in seconds of `fn` over repetitions that add up
+// to at least `min_seconds` (and at least 3), after one warm-up call.
+template <typename Fn>
+double best_seconds(Fn&& fn, double min_seconds) {
+  using clock = std::chrono::steady_clock;
+  fn();  // warm-up: first-touch page faults, caches, thread pool start
+  double best = std::numeric_limits<double>::infinity();
+  double total = 0;
+  for (int rep = 0; rep < 3 || total < min_seconds; ++rep) {
+    const auto t0 = clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+    best = std::min(best, s);
+    total += s;
+  }
+  return best;
+}
+
+}  // namespace actkit::bench

@@ -1,0 +1,11 @@
+// Subcommands of the `actkit` tool; each file registers its own.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace actkit::cli {
+
+// `actkit bench ...`: codec throughput against memcpy.
+void add_bench_commands(CLI::App& app);
+
+}  // namespace actkit::cli

@@ -1,0 +1,43 @@
+// actkit: the command-line front end. Each subcommand lives in its own file
+// and registers itself in main().
+#include <ATen/Context.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "actkit/core/errors.h"
+#include "actkit/core/version.h"
+#include "commands.h"
+
+namespace {
+
+std::string version_text() {
+  std::string cuda = "no";
+#if defined(ACTKIT_WITH_CUDA)
+  cuda = at::hasCUDA() ? "yes" : "built, no device";
+#endif
+  return std::string("actkit ") + actkit::kVersion + " (LibTorch " + TORCH_VERSION + ", CUDA kernels: " + cuda + ")";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ACTkit: activation-compressed training, offload and compressed communication on LibTorch",
+               "actkit"};
+  app.set_version_flag("--version", version_text());
+  app.require_subcommand(1);
+  actkit::cli::add_bench_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const actkit::Error& e) {
+    std::cerr << "actkit: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "actkit: unexpected error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
