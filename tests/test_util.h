@@ -24,7 +24,7 @@ inline bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes())) return false;
   const at::Tensor ca = a.contiguous().cpu();
   const at::Tensor cb = b.contiguous().cpu();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.nbytes())) == 0;
+  return ca.nbytes() == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.nbytes())) == 0;
 }
 
 }  // namespace actkit::test

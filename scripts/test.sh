@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds ACTkit and runs everything CI checks: the unit tests, the codec and
+# payload tests again under AddressSanitizer + UndefinedBehaviorSanitizer, a
+# downstream project built against the installed package, and a CLI smoke
+# run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "setup and build"
+bash scripts/setup.sh
+
+step "unit tests"
+ctest --test-dir build --output-on-failure -j "$(nproc)"
+
+step "sanitizers (ASan + UBSan): codecs and untrusted payloads"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACTKIT_SANITIZE=ON \
+  -DACTKIT_BUILD_BENCH=OFF -DACTKIT_BUILD_CLI=OFF -DACTKIT_CUDA_COMPILE_CHECK=OFF
+cmake --build build-asan --target actkit_tests
+# LibTorch itself is not instrumented and keeps global state alive at exit.
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:Mask.*:Index.*:BitPack.*'
+
+step "downstream project against the installed package"
+cmake --install build --prefix build/install
+cmake -S examples/downstream -B build/downstream -G Ninja -DCMAKE_PREFIX_PATH="$root/build/install"
+cmake --build build/downstream
+build/downstream/actkit_example
+
+step "CLI smoke run"
+build/bin/actkit --version
+build/bin/actkit bench codec --size 16MiB --min-time 0.05 --json build/bench-codec.json
+grep -q '"memcpy_gbps"' build/bench-codec.json
+echo "all checks passed"
