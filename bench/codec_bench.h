@@ -14,6 +14,7 @@
 namespace actkit::bench {
 
 struct CodecBenchConfig {
+  std::string device = "cpu";       // "cpu" or "cuda[:N]"
   size_t bytes = size_t(64) << 20;  // fp32 input size
   std::vector<int> bits = {1, 2, 4, 8};
   int threads = 0;                  // 0: all cores
@@ -29,14 +30,16 @@ struct CodecResult {
 };
 
 struct CodecBenchReport {
+  std::string device;
   size_t bytes = 0;
-  int threads = 0;
-  double memcpy_gbps = 0;
+  int threads = 0;           // CPU threads (CPU runs)
+  double memcpy_gbps = 0;    // CPU: parallel memcpy; CUDA: device-to-device copy
   std::vector<CodecResult> codecs;
 };
 
-// Runs the benchmark on the CPU. Throws actkit::InvalidInput for a config
-// with no bytes, bits outside 1..8 or negative threads.
+// Runs the benchmark on config.device. Throws actkit::InvalidInput for a
+// config with no bytes, bits outside 1..8, negative threads or a device
+// this build cannot use.
 CodecBenchReport run_codec_bench(const CodecBenchConfig& config);
 
 // Copies `bytes` from src to dst with the current TBB thread count, in

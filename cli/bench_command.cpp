@@ -13,6 +13,7 @@ namespace actkit::cli {
 namespace {
 
 struct CodecArgs {
+  std::string device = "cpu";
   std::string json_path;
   uint64_t size = uint64_t(64) << 20;
   std::vector<int> bits = {1, 2, 4, 8};
@@ -30,7 +31,7 @@ nlohmann::json to_json(const bench::CodecBenchReport& r) {
                       {"encode_ratio", c.encode_gbps / r.memcpy_gbps},
                       {"decode_ratio", c.decode_gbps / r.memcpy_gbps}});
   }
-  return {{"device", "cpu"},
+  return {{"device", r.device},
           {"threads", r.threads},
           {"input_bytes", r.bytes},
           {"memcpy_gbps", r.memcpy_gbps},
@@ -38,9 +39,10 @@ nlohmann::json to_json(const bench::CodecBenchReport& r) {
 }
 
 void print_table(const bench::CodecBenchReport& r) {
-  fmt::print("codec throughput on CPU, {} threads, {:.0f} MiB fp32 input (GB/s of input bytes)\n", r.threads,
-             double(r.bytes) / (1 << 20));
-  fmt::print("memcpy baseline: {:.2f} GB/s\n\n", r.memcpy_gbps);
+  const bool cpu = r.device == "cpu";
+  fmt::print("codec throughput on {}{}, {:.0f} MiB fp32 input (GB/s of input bytes)\n", r.device,
+             cpu ? fmt::format(", {} threads", r.threads) : "", double(r.bytes) / (1 << 20));
+  fmt::print("{} baseline: {:.2f} GB/s\n\n", cpu ? "memcpy" : "device copy", r.memcpy_gbps);
   fmt::print("{:<10} {:>4}  {:>10} {:>8}  {:>10} {:>8}\n", "codec", "bits", "encode", "x memcpy", "decode",
              "x memcpy");
   for (const auto& c : r.codecs) {
@@ -51,6 +53,7 @@ void print_table(const bench::CodecBenchReport& r) {
 
 void run_codec(const CodecArgs& a) {
   bench::CodecBenchConfig config;
+  config.device = a.device;
   config.bytes = a.size;
   config.bits = a.bits;
   config.threads = a.threads;
@@ -74,6 +77,7 @@ void add_bench_commands(CLI::App& app) {
   auto args = std::make_shared<CodecArgs>();
   CLI::App* codec = bench->add_subcommand("codec", "Codec encode/decode throughput vs. memcpy bandwidth");
   codec->add_option("--json", args->json_path, "Also write the results as JSON to this file");
+  codec->add_option("--device", args->device, "cpu or cuda[:N]")->capture_default_str();
   codec->add_option("--size", args->size, "fp32 input size (e.g. 64MiB, 1GiB)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();

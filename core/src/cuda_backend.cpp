@@ -3,11 +3,13 @@
 // CPU-only build gets functions that say CUDA is missing.
 #include <c10/util/StringUtil.h>
 
+#include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "dispatch.h"
 
 #if defined(ACTKIT_WITH_CUDA)
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -113,3 +115,28 @@ void bitfield_decode(at::Device, const uint8_t*, int64_t, int, void*, kernels::I
 #endif
 
 }  // namespace actkit::detail::cuda
+
+namespace actkit {
+
+bool cuda_available() {
+#if defined(ACTKIT_WITH_CUDA)
+  return at::hasCUDA();
+#else
+  return false;
+#endif
+}
+
+void synchronize(at::Device device) {
+  if (device.is_cpu()) return;
+#if defined(ACTKIT_WITH_CUDA)
+  if (device.is_cuda()) {
+    c10::cuda::CUDAGuard guard(device);
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) throw Error(c10::str("synchronize: CUDA error: ", cudaGetErrorString(err)));
+    return;
+  }
+#endif
+  throw InvalidInput(c10::str("synchronize: unsupported device ", device));
+}
+
+}  // namespace actkit
