@@ -1,0 +1,54 @@
+// Optimization levels (design.md 4.4): each level is a preset of
+// independent switches, and every switch can be overridden per run.
+//
+//   L0  nothing compressed: plain fp32 training through the same layers
+//   L1  4-bit per-group quantization for convolution layers only
+//   L2  4-bit per-group quantization for every supported layer
+//   L3  L2 at 2 bits average + fine-grained mixed precision
+//   L4  L3 + swap compressed activations to host memory / NVMe
+//   L5  L4 + defragmenting allocator
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace actkit {
+
+enum class SwapTarget { kNone, kHost, kFile };
+
+struct LevelConfig {
+  std::string level = "L0";     // the preset this started from
+  bool compress_conv = false;   // Conv*, ConvTranspose*
+  bool compress_linear = false; // Linear, MatMul / attention
+  bool compress_norm = false;   // BatchNorm*, LayerNorm
+  bool compress_activation = false;  // ReLU/Dropout masks, GELU/SiLU inputs, Softmax outputs, MaxPool indices
+  double bits = 32;             // average bits per saved value; 32 = not quantized
+  bool mixed_precision = false; // per-sample and per-layer bit allocation (L3+)
+  int group_size = 256;
+  SwapTarget swap = SwapTarget::kNone;
+  bool defrag_allocator = false;
+
+  // True when any layer kind saves compressed context.
+  bool compresses_anything() const {
+    return compress_conv || compress_linear || compress_norm || compress_activation;
+  }
+};
+
+// The preset for "L0".."L5" (case-insensitive). Throws InvalidInput for an
+// unknown name.
+LevelConfig level_preset(const std::string& name);
+
+// Applies "key=value" overrides to a config: bits (1..8, may be fractional
+// with mixed_precision, e.g. 1.5; 4 when a layer kind is switched on at L0
+// without it), group_size, conv, linear, norm,
+// activation, mixed_precision (true/false/1/0), swap (none|host|file),
+// defrag (true/false). Throws InvalidInput naming the bad override.
+LevelConfig with_overrides(LevelConfig config, const std::vector<std::string>& overrides);
+
+// Parses "L3" or "L3:bits=1.5,group_size=128" (preset, then overrides).
+LevelConfig parse_level(const std::string& spec);
+
+// A one-line description, e.g. "L3 (bits=2 mixed conv,linear,norm,act)".
+std::string describe(const LevelConfig& config);
+
+}  // namespace actkit

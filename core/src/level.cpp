@@ -1,0 +1,152 @@
+#include "actkit/core/level.h"
+
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+
+#include "actkit/core/errors.h"
+
+namespace actkit {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+bool parse_bool(const std::string& key, const std::string& v) {
+  const std::string l = lower(v);
+  if (l == "true" || l == "1" || l == "on" || l == "yes") return true;
+  if (l == "false" || l == "0" || l == "off" || l == "no") return false;
+  throw InvalidInput(c10::str("level override ", key, "=", v, ": expected true or false"));
+}
+
+double parse_number(const std::string& key, const std::string& v) {
+  size_t used = 0;
+  double d = 0;
+  try {
+    d = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || !std::isfinite(d)) {
+    throw InvalidInput(c10::str("level override ", key, "=", v, ": not a number"));
+  }
+  return d;
+}
+
+void check(const LevelConfig& c) {
+  if (c.compresses_anything()) {
+    if (!(c.bits >= 1 && c.bits <= 8)) throw InvalidInput(c10::str("bits must be in [1, 8], got ", c.bits));
+    if (!c.mixed_precision && c.bits != std::floor(c.bits)) {
+      throw InvalidInput(c10::str("fractional bits (", c.bits, ") need mixed_precision=true (L3 and up)"));
+    }
+  }
+  if (c.group_size < 8 || c.group_size > 4096 || c.group_size % 8 != 0) {
+    throw InvalidInput(c10::str("group_size must be a multiple of 8 in [8, 4096], got ", c.group_size));
+  }
+}
+
+}  // namespace
+
+LevelConfig level_preset(const std::string& name) {
+  const std::string n = lower(name);
+  LevelConfig c;
+  if (n.size() != 2 || n[0] != 'l' || n[1] < '0' || n[1] > '5') {
+    throw InvalidInput(c10::str("unknown level '", name, "' (expected L0, L1, L2, L3, L4 or L5)"));
+  }
+  const int level = n[1] - '0';
+  c.level = "L" + std::to_string(level);
+  if (level >= 1) {
+    c.compress_conv = true;
+    c.bits = 4;
+  }
+  if (level >= 2) c.compress_linear = c.compress_norm = c.compress_activation = true;
+  if (level >= 3) {
+    c.bits = 2;
+    c.mixed_precision = true;
+  }
+  if (level >= 4) c.swap = SwapTarget::kHost;
+  if (level >= 5) c.defrag_allocator = true;
+  return c;
+}
+
+LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overrides) {
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos) throw InvalidInput(c10::str("level override '", o, "': expected key=value"));
+    const std::string key = lower(o.substr(0, eq));
+    const std::string v = o.substr(eq + 1);
+    if (key == "bits") {
+      c.bits = parse_number(key, v);
+    } else if (key == "group_size") {
+      const double g = parse_number(key, v);
+      if (g != std::floor(g)) throw InvalidInput(c10::str("level override group_size=", v, ": not an integer"));
+      c.group_size = int(g);
+    } else if (key == "conv") {
+      c.compress_conv = parse_bool(key, v);
+    } else if (key == "linear") {
+      c.compress_linear = parse_bool(key, v);
+    } else if (key == "norm") {
+      c.compress_norm = parse_bool(key, v);
+    } else if (key == "activation") {
+      c.compress_activation = parse_bool(key, v);
+    } else if (key == "mixed_precision") {
+      c.mixed_precision = parse_bool(key, v);
+    } else if (key == "swap") {
+      const std::string l = lower(v);
+      if (l == "none") c.swap = SwapTarget::kNone;
+      else if (l == "host") c.swap = SwapTarget::kHost;
+      else if (l == "file") c.swap = SwapTarget::kFile;
+      else throw InvalidInput(c10::str("level override swap=", v, ": expected none, host or file"));
+    } else if (key == "defrag") {
+      c.defrag_allocator = parse_bool(key, v);
+    } else {
+      throw InvalidInput(c10::str("unknown level override '", key,
+                                  "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, defrag)"));
+    }
+  }
+  // Turning a layer kind on from L0 without naming bits gives the L1/L2 width.
+  if (c.compresses_anything() && c.bits == 32) c.bits = 4;
+  check(c);
+  return c;
+}
+
+LevelConfig parse_level(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  LevelConfig c = level_preset(spec.substr(0, colon));
+  std::vector<std::string> overrides;
+  if (colon != std::string::npos) {
+    std::stringstream ss(spec.substr(colon + 1));
+    for (std::string item; std::getline(ss, item, ',');) {
+      if (!item.empty()) overrides.push_back(item);
+    }
+  }
+  return with_overrides(c, overrides);
+}
+
+std::string describe(const LevelConfig& c) {
+  if (!c.compresses_anything()) return c.level + " (fp32)";
+  std::string kinds;
+  auto add = [&](bool on, const char* k) {
+    if (!on) return;
+    if (!kinds.empty()) kinds += ",";
+    kinds += k;
+  };
+  add(c.compress_conv, "conv");
+  add(c.compress_linear, "linear");
+  add(c.compress_norm, "norm");
+  add(c.compress_activation, "act");
+  std::ostringstream os;
+  os << c.level << " (bits=" << c.bits << (c.mixed_precision ? " mixed " : " ") << kinds;
+  if (c.swap == SwapTarget::kHost) os << " swap=host";
+  if (c.swap == SwapTarget::kFile) os << " swap=file";
+  if (c.defrag_allocator) os << " defrag";
+  os << ")";
+  return os.str();
+}
+
+}  // namespace actkit

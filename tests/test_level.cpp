@@ -1,0 +1,47 @@
+// Level presets and per-switch overrides.
+#include <gtest/gtest.h>
+
+#include "actkit/core/errors.h"
+#include "actkit/core/level.h"
+
+using namespace actkit;
+
+TEST(Level, PresetsFollowTheLevelTable) {
+  const LevelConfig l0 = level_preset("L0");
+  EXPECT_FALSE(l0.compresses_anything());
+  const LevelConfig l1 = level_preset("l1");
+  EXPECT_TRUE(l1.compress_conv);
+  EXPECT_FALSE(l1.compress_norm || l1.compress_linear || l1.compress_activation);
+  EXPECT_EQ(l1.bits, 4);
+  const LevelConfig l2 = level_preset("L2");
+  EXPECT_TRUE(l2.compress_conv && l2.compress_linear && l2.compress_norm && l2.compress_activation);
+  EXPECT_FALSE(l2.mixed_precision);
+  const LevelConfig l3 = level_preset("L3");
+  EXPECT_EQ(l3.bits, 2);
+  EXPECT_TRUE(l3.mixed_precision);
+  EXPECT_EQ(level_preset("L4").swap, SwapTarget::kHost);
+  EXPECT_TRUE(level_preset("L5").defrag_allocator);
+}
+
+TEST(Level, OverridesChangeOneSwitchEach) {
+  const LevelConfig c = parse_level("L3:bits=1.5,group_size=128,norm=false,swap=file");
+  EXPECT_EQ(c.level, "L3");
+  EXPECT_EQ(c.bits, 1.5);
+  EXPECT_EQ(c.group_size, 128);
+  EXPECT_FALSE(c.compress_norm);
+  EXPECT_TRUE(c.compress_conv);
+  EXPECT_EQ(c.swap, SwapTarget::kFile);
+  EXPECT_EQ(parse_level("L0:conv=true").bits, 4);
+}
+
+TEST(Level, BadSpecsAreClearErrors) {
+  EXPECT_THROW(level_preset("L6"), InvalidInput);
+  EXPECT_THROW(level_preset("fast"), InvalidInput);
+  EXPECT_THROW(parse_level("L2:bits=1.5"), InvalidInput);  // fractional needs mixed precision
+  EXPECT_THROW(parse_level("L3:bits=9"), InvalidInput);
+  EXPECT_THROW(parse_level("L3:bits=two"), InvalidInput);
+  EXPECT_THROW(parse_level("L3:group_size=100"), InvalidInput);
+  EXPECT_THROW(parse_level("L3:colour=red"), InvalidInput);
+  EXPECT_THROW(parse_level("L3:conv"), InvalidInput);
+  EXPECT_THROW(parse_level("L3:swap=tape"), InvalidInput);
+}
