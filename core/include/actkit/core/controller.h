@@ -1,0 +1,115 @@
+// The per-model compression controller: what each layer saves and at how
+// many bits. One Controller belongs to one model (no global state); its
+// layers hold a shared_ptr to it.
+//
+// Per iteration, for a level with mixed precision (L3+):
+//   forward   each layer calls compress(); the controller measures per-sample
+//             group ranges, allocates per-sample bits within the layer's
+//             budget (greedy, design.md 4.3) and records the sensitivities;
+//   backward  layers call record_gradient() with their output gradient,
+//             which feeds a moving average of per-sample gradient norms;
+//   step()    re-allocates the per-layer budgets over all layers together
+//             and starts the next iteration.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/UndefinedTensorImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actkit/core/compressed_tensor.h"
+#include "actkit/core/level.h"
+
+namespace actkit {
+
+enum class LayerKind { kConv, kLinear, kNorm, kActivation };
+
+const char* to_string(LayerKind kind);
+
+struct ControllerStats {
+  int64_t iterations = 0;       // completed step() calls
+  int64_t compress_calls = 0;   // activations compressed
+  int64_t shared_hits = 0;      // compress() calls answered from the sharing cache
+  int64_t input_bytes = 0;      // bytes of the activations handed to compress()
+  int64_t compressed_bytes = 0; // bytes of the payloads produced
+};
+
+class Controller {
+ public:
+  // Throws InvalidInput if `config` is invalid.
+  explicit Controller(LevelConfig config, uint64_t seed = 0);
+
+  const LevelConfig& config() const { return config_; }
+
+  // Registers a layer and returns its id (used in every other call).
+  int register_layer(const std::string& name, LayerKind kind);
+  const std::string& layer_name(int layer) const;
+  int num_layers() const;
+
+  // Whether layers of `kind` save compressed context at this level.
+  bool compresses(LayerKind kind) const;
+
+  // Quantizes the activation `x` that layer `layer` saves for backward.
+  // `sensitivity_scale` multiplies the layer's per-sample sensitivity (ActNN
+  // App. B, e.g. K/(I*A) for convolutions; 1 for linear layers). A tensor
+  // already compressed in this iteration (same storage and version, another
+  // layer) is shared, not compressed twice. Non-finite values propagate as
+  // NaN groups. Throws InvalidInput for an unknown layer or a tensor the
+  // per-group codec rejects.
+  CompressedTensor compress(int layer, const at::Tensor& x, double sensitivity_scale = 1.0);
+
+  // Feeds the gradient w.r.t. layer `layer`'s output (called in backward).
+  void record_gradient(int layer, const at::Tensor& grad_output);
+
+  // Ends an iteration: per-layer bit re-allocation (mixed precision only).
+  void step();
+
+  // Current average-bits budget of a layer.
+  double layer_bits(int layer) const;
+
+  // Adds bytes saved by codecs the controller does not run (masks, indices).
+  void note_saved(int64_t input_bytes, int64_t compressed_bytes);
+
+  ControllerStats stats() const;
+
+ private:
+  struct Layer {
+    std::string name;
+    LayerKind kind;
+    double bits = 0;        // average-bits budget
+    double grad_sq = 1;     // moving average of per-sample ||grad_output||^2
+    bool has_grad = false;
+    int64_t calls = 0;      // for distinct noise per call
+    // Sensitivities recorded in this iteration's forward, for step().
+    std::vector<double> sensitivity;
+    int64_t dim = 0;
+  };
+  using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  // A payload another layer may reuse while both it and its source live.
+  struct SharedEntry {
+    WeakImpl source;
+    uint32_t version;
+    CompressedMeta meta;
+    WeakImpl payload;
+  };
+
+  Layer& layer_at(int layer);
+  const Layer& layer_at(int layer) const;
+  std::vector<uint8_t> per_sample_bits(Layer& l, const at::Tensor& x, double scale);
+  bool lookup_shared(const at::Tensor& x, CompressedTensor* out);
+  void remember_shared(const at::Tensor& x, const CompressedTensor& ct);
+
+  LevelConfig config_;
+  uint64_t seed_;
+  mutable std::mutex mu_;
+  std::vector<Layer> layers_;
+  std::unordered_map<const c10::TensorImpl*, SharedEntry> shared_;
+  ControllerStats stats_;
+};
+
+}  // namespace actkit

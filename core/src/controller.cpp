@@ -1,0 +1,222 @@
+#include "actkit/core/controller.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+
+#include <numeric>
+
+#include "actkit/core/bit_allocation.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/pergroup_codec.h"
+
+namespace actkit {
+namespace {
+
+// Weight of the newest sample in the gradient-norm moving average.
+constexpr double kGradMomentum = 0.1;
+// Dead entries are swept from the sharing cache beyond this size.
+constexpr size_t kSharedSweep = 256;
+
+// Per-sample sum over groups of the squared group range, ||R_n||^2.
+std::vector<double> range_sq_per_sample(const at::Tensor& x, int64_t n, int64_t d, int64_t g) {
+  const at::Tensor x2 = x.detach().reshape({n, d});
+  at::Tensor r2 = at::zeros({n}, x.options().dtype(at::kFloat));
+  const int64_t full = d / g;
+  if (full > 0) {
+    const at::Tensor groups = x2.narrow(1, 0, full * g).view({n, full, g});
+    r2 += (groups.amax(2) - groups.amin(2)).to(at::kFloat).pow(2).sum(1);
+  }
+  if (d - full * g > 0) {
+    const at::Tensor tail = x2.narrow(1, full * g, d - full * g);
+    r2 += (tail.amax(1) - tail.amin(1)).to(at::kFloat).pow(2);
+  }
+  const at::Tensor host = r2.to(at::kDouble).cpu().contiguous();
+  const double* p = host.data_ptr<double>();
+  std::vector<double> out(p, p + n);
+  for (double& v : out) v = std::isfinite(v) ? v : 0.0;  // NaN groups propagate; give them no say
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kConv: return "conv";
+    case LayerKind::kLinear: return "linear";
+    case LayerKind::kNorm: return "norm";
+    case LayerKind::kActivation: return "activation";
+  }
+  return "unknown";
+}
+
+Controller::Controller(LevelConfig config, uint64_t seed) : config_(std::move(config)), seed_(seed) {
+  config_ = with_overrides(config_, {});  // validates
+}
+
+int Controller::register_layer(const std::string& name, LayerKind kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Layer l;
+  l.name = name;
+  l.kind = kind;
+  l.bits = config_.bits;
+  layers_.push_back(std::move(l));
+  return int(layers_.size()) - 1;
+}
+
+Controller::Layer& Controller::layer_at(int layer) {
+  if (layer < 0 || layer >= int(layers_.size())) throw InvalidInput(c10::str("unknown layer id ", layer));
+  return layers_[size_t(layer)];
+}
+
+const Controller::Layer& Controller::layer_at(int layer) const {
+  if (layer < 0 || layer >= int(layers_.size())) throw InvalidInput(c10::str("unknown layer id ", layer));
+  return layers_[size_t(layer)];
+}
+
+const std::string& Controller::layer_name(int layer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return layer_at(layer).name;
+}
+
+int Controller::num_layers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int(layers_.size());
+}
+
+bool Controller::compresses(LayerKind kind) const {
+  switch (kind) {
+    case LayerKind::kConv: return config_.compress_conv;
+    case LayerKind::kLinear: return config_.compress_linear;
+    case LayerKind::kNorm: return config_.compress_norm;
+    case LayerKind::kActivation: return config_.compress_activation;
+  }
+  return false;
+}
+
+double Controller::layer_bits(int layer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return layer_at(layer).bits;
+}
+
+bool Controller::lookup_shared(const at::Tensor& x, CompressedTensor* out) {
+  auto it = shared_.find(x.unsafeGetTensorImpl());
+  if (it == shared_.end()) return false;
+  const SharedEntry& e = it->second;
+  auto source = e.source.lock();
+  auto payload = e.payload.lock();
+  if (!source || source.get() != x.unsafeGetTensorImpl() || e.version != x._version() || !payload) {
+    shared_.erase(it);
+    return false;
+  }
+  *out = CompressedTensor(e.meta, at::Tensor(std::move(payload)));
+  return true;
+}
+
+void Controller::remember_shared(const at::Tensor& x, const CompressedTensor& ct) {
+  if (shared_.size() > kSharedSweep) {
+    for (auto it = shared_.begin(); it != shared_.end();) {
+      it = it->second.source.expired() || it->second.payload.expired() ? shared_.erase(it) : std::next(it);
+    }
+  }
+  shared_.insert_or_assign(x.unsafeGetTensorImpl(),
+                           SharedEntry{WeakImpl(x.getIntrusivePtr()), uint32_t(x._version()), ct.meta(),
+                                       WeakImpl(ct.payload().getIntrusivePtr())});
+}
+
+std::vector<uint8_t> Controller::per_sample_bits(Layer& l, const at::Tensor& x, double scale) {
+  const int64_t n = x.dim() >= 2 ? x.size(0) : 1;
+  const int64_t d = n == 0 ? 0 : x.numel() / n;
+  const int64_t g = config_.group_size;
+  const std::vector<double> r2 = range_sq_per_sample(x, n, d, g);
+  std::vector<BitItem> items(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) items[size_t(i)] = {scale * double(g) / 6.0 * r2[size_t(i)], d};
+  // Within a layer the gradient factor is common to all samples; the
+  // allocation only needs the ranges. step() applies it across layers.
+  std::vector<uint8_t> bits = allocate_bits_greedy(items, l.bits * double(n) * double(d));
+  for (const BitItem& it : items) l.sensitivity.push_back(it.sensitivity);
+  l.dim = d;
+  return bits;
+}
+
+CompressedTensor Controller::compress(int layer, const at::Tensor& x, double sensitivity_scale) {
+  PerGroupOptions o;
+  o.group_size = config_.group_size;
+  o.non_finite = NonFinitePolicy::kPropagate;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Layer& l = layer_at(layer);
+    CompressedTensor shared;
+    if (lookup_shared(x, &shared)) {
+      ++stats_.shared_hits;
+      return shared;
+    }
+    o.seed = seed_ ^ (uint64_t(layer) * 0x9e3779b97f4a7c15ull) ^ (uint64_t(l.calls) * 0xd1b54a32d192ed03ull);
+    ++l.calls;
+    const bool mixed = config_.mixed_precision && x.dim() >= 2 && x.size(0) > 1 && x.numel() > 0;
+    if (mixed) {
+      o.bits = 0;
+      o.sample_bits = per_sample_bits(l, x, sensitivity_scale);
+    } else {
+      o.bits = int(std::lround(l.bits));
+    }
+  }
+  CompressedTensor ct = encode_per_group(x, o);
+  std::lock_guard<std::mutex> lock(mu_);
+  remember_shared(x, ct);
+  ++stats_.compress_calls;
+  stats_.input_bytes += int64_t(x.numel() * x.element_size());
+  stats_.compressed_bytes += ct.byte_size();
+  return ct;
+}
+
+void Controller::record_gradient(int layer, const at::Tensor& grad_output) {
+  if (!config_.mixed_precision || !grad_output.defined() || grad_output.numel() == 0) return;
+  const int64_t n = grad_output.dim() >= 2 ? grad_output.size(0) : 1;
+  const double sq = grad_output.detach().to(at::kFloat).pow(2).sum().item<double>() / double(n);
+  if (!std::isfinite(sq)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  Layer& l = layer_at(layer);
+  l.grad_sq = l.has_grad ? (1 - kGradMomentum) * l.grad_sq + kGradMomentum * sq : sq;
+  l.has_grad = true;
+}
+
+void Controller::step() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.iterations;
+  if (!config_.mixed_precision) return;
+  std::vector<BitItem> items;
+  std::vector<size_t> owner;
+  double budget = 0;
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    Layer& l = layers_[li];
+    for (double s : l.sensitivity) {
+      items.push_back({s * l.grad_sq, l.dim});
+      owner.push_back(li);
+      budget += config_.bits * double(l.dim);
+    }
+  }
+  if (items.empty()) return;
+  const std::vector<uint8_t> bits = allocate_bits_greedy(items, budget);
+  std::vector<double> sum(layers_.size(), 0), count(layers_.size(), 0);
+  for (size_t i = 0; i < bits.size(); ++i) {
+    sum[owner[i]] += bits[i];
+    count[owner[i]] += 1;
+  }
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    if (count[li] > 0) layers_[li].bits = sum[li] / count[li];
+    layers_[li].sensitivity.clear();
+  }
+}
+
+void Controller::note_saved(int64_t input_bytes, int64_t compressed_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.input_bytes += input_bytes;
+  stats_.compressed_bytes += compressed_bytes;
+}
+
+ControllerStats Controller::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace actkit

@@ -1,0 +1,203 @@
+// torch::nn modules that save compressed context for backward.
+//
+// Each Q-module wraps the LibTorch module it replaces and registers that
+// module's own parameter and buffer tensors under the same names, so the
+// state dict, the optimizer and the wrapped module all see one storage.
+// forward() runs the wrapped module unchanged (bitwise the plain layer)
+// unless compression is on: the module is training, gradients are needed,
+// and the controller's level compresses this kind of layer. The module's
+// own is_training() decides; eval mode and torch::NoGradGuard work as
+// usual.
+#pragma once
+
+#include <torch/nn.h>
+
+#include <memory>
+#include <string>
+
+#include "actkit/layers/functional.h"
+#include "actkit/layers/layer_handle.h"
+
+namespace actkit {
+
+// Shared machinery of every Q-module; `Inner` is the wrapped LibTorch
+// module type.
+template <typename Inner>
+class QModuleBase : public torch::nn::Module {
+ public:
+  using InnerType = Inner;
+  // Wraps `inner` (shares its tensors) and registers a layer named `name` of
+  // `kind` with `controller` (null: never compresses).
+  QModuleBase(std::shared_ptr<Inner> inner, std::shared_ptr<Controller> controller, const std::string& name,
+              LayerKind kind)
+      : torch::nn::Module(std::string("actkit::Q") + inner->name()), inner_(std::move(inner)), kind_(kind),
+        layer_(std::move(controller), name, kind) {
+    for (const auto& p : inner_->named_parameters(/*recurse=*/false)) {
+      register_parameter(p.key(), p.value(), p.value().requires_grad());
+    }
+    for (const auto& b : inner_->named_buffers(/*recurse=*/false)) register_buffer(b.key(), b.value());
+  }
+
+  // The wrapped LibTorch module.
+  const std::shared_ptr<Inner>& inner() const { return inner_; }
+  const LayerHandle& layer() const { return layer_; }
+  // Whether forward(x) would save compressed context.
+  bool compresses(const at::Tensor& x) const {
+    if (!is_training() || !supported() || !layer_.compresses(kind_) || !at::GradMode::is_enabled()) return false;
+    if (x.requires_grad()) return true;
+    for (const auto& p : parameters(/*recurse=*/false)) {
+      if (p.requires_grad()) return true;
+    }
+    return false;
+  }
+  // False when the wrapped module uses an option the compressed path does
+  // not implement (it then always runs the plain module).
+  virtual bool supported() const { return true; }
+
+ protected:
+  // The wrapped module's own forward, with our training flag.
+  template <typename... Args>
+  at::Tensor plain(Args&&... args) {
+    inner_->train(is_training());
+    return inner_->forward(std::forward<Args>(args)...);
+  }
+
+  std::shared_ptr<Inner> inner_;
+  LayerKind kind_;
+  LayerHandle layer_;
+};
+
+// Convolutions (zero padding given as numbers; other padding modes and
+// "same"/"valid" run the plain module).
+template <size_t D, typename Inner>
+class QConvImpl : public QModuleBase<Inner> {
+ public:
+  using QModuleBase<Inner>::QModuleBase;
+  bool supported() const override;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+template <size_t D, typename Inner>
+class QConvTransposeImpl : public QModuleBase<Inner> {
+ public:
+  using QModuleBase<Inner>::QModuleBase;
+  bool supported() const override;
+  at::Tensor forward(const at::Tensor& x, const c10::optional<at::IntArrayRef>& output_size = c10::nullopt);
+};
+
+class QConv1dImpl : public QConvImpl<1, torch::nn::Conv1dImpl> {
+ public:
+  using QConvImpl::QConvImpl;
+};
+class QConv2dImpl : public QConvImpl<2, torch::nn::Conv2dImpl> {
+ public:
+  using QConvImpl::QConvImpl;
+};
+class QConv3dImpl : public QConvImpl<3, torch::nn::Conv3dImpl> {
+ public:
+  using QConvImpl::QConvImpl;
+};
+class QConvTranspose2dImpl : public QConvTransposeImpl<2, torch::nn::ConvTranspose2dImpl> {
+ public:
+  using QConvTransposeImpl::QConvTransposeImpl;
+};
+
+class QLinearImpl : public QModuleBase<torch::nn::LinearImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+template <typename Inner>
+class QBatchNormImpl : public QModuleBase<Inner> {
+ public:
+  using QModuleBase<Inner>::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+class QBatchNorm1dImpl : public QBatchNormImpl<torch::nn::BatchNorm1dImpl> {
+ public:
+  using QBatchNormImpl::QBatchNormImpl;
+};
+class QBatchNorm2dImpl : public QBatchNormImpl<torch::nn::BatchNorm2dImpl> {
+ public:
+  using QBatchNormImpl::QBatchNormImpl;
+};
+
+class QLayerNormImpl : public QModuleBase<torch::nn::LayerNormImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class QReLUImpl : public QModuleBase<torch::nn::ReLUImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class QGELUImpl : public QModuleBase<torch::nn::GELUImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class QSiLUImpl : public QModuleBase<torch::nn::SiLUImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class QDropoutImpl : public QModuleBase<torch::nn::DropoutImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class QSoftmaxImpl : public QModuleBase<torch::nn::SoftmaxImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class QMaxPool2dImpl : public QModuleBase<torch::nn::MaxPool2dImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  bool supported() const override;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+class QAvgPool2dImpl : public QModuleBase<torch::nn::AvgPool2dImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+// a @ b for attention scores and context; plain at::matmul unless
+// compressing. Has no LibTorch counterpart, so it is its own module.
+class QMatMulImpl : public torch::nn::Module {
+ public:
+  QMatMulImpl(std::shared_ptr<Controller> controller, const std::string& name);
+  at::Tensor forward(const at::Tensor& a, const at::Tensor& b);
+
+ private:
+  LayerHandle layer_;
+};
+
+TORCH_MODULE(QConv1d);
+TORCH_MODULE(QConv2d);
+TORCH_MODULE(QConv3d);
+TORCH_MODULE(QConvTranspose2d);
+TORCH_MODULE(QLinear);
+TORCH_MODULE(QBatchNorm1d);
+TORCH_MODULE(QBatchNorm2d);
+TORCH_MODULE(QLayerNorm);
+TORCH_MODULE(QReLU);
+TORCH_MODULE(QGELU);
+TORCH_MODULE(QSiLU);
+TORCH_MODULE(QDropout);
+TORCH_MODULE(QSoftmax);
+TORCH_MODULE(QMaxPool2d);
+TORCH_MODULE(QAvgPool2d);
+TORCH_MODULE(QMatMul);
+
+}  // namespace actkit

@@ -1,0 +1,299 @@
+// Every compressed layer against the plain LibTorch layer it wraps.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+
+#include "actkit/core/errors.h"
+#include "actkit/layers/modules.h"
+#include "test_util.h"
+
+using namespace actkit;
+using actkit::test::bitwise_equal;
+
+namespace {
+
+struct Pass {
+  at::Tensor y;
+  std::vector<at::Tensor> grads;  // input first, then parameters in order
+};
+
+using Forward = std::function<at::Tensor(const at::Tensor&)>;
+
+// One forward/backward of `fwd` on a fresh leaf copy of x.
+Pass run(torch::nn::Module& params_of, const Forward& fwd, const at::Tensor& x, const at::Tensor& gy,
+         uint64_t seed = 1) {
+  for (auto& p : params_of.parameters()) p.mutable_grad() = at::Tensor();
+  at::manual_seed(int64_t(seed));
+  at::Tensor xin = x.detach().clone().requires_grad_(x.is_floating_point());
+  Pass out;
+  out.y = fwd(xin);
+  out.y.backward(gy);
+  out.grads.push_back(xin.grad().defined() ? xin.grad().clone() : at::Tensor());
+  for (auto& p : params_of.parameters()) out.grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  return out;
+}
+
+double rel_error(const at::Tensor& a, const at::Tensor& b) {
+  return ((a - b).norm() / b.norm().clamp_min(1e-30)).item<double>();
+}
+
+std::shared_ptr<Controller> controller(const std::string& level, uint64_t seed = 7) {
+  return std::make_shared<Controller>(parse_level(level), seed);
+}
+
+// A layer under test: the plain module and how to wrap it.
+struct Case {
+  std::string name;
+  std::function<std::shared_ptr<torch::nn::Module>()> make_plain;
+  std::function<std::shared_ptr<torch::nn::Module>(std::shared_ptr<torch::nn::Module>, std::shared_ptr<Controller>)>
+      wrap;
+  std::function<at::Tensor(torch::nn::Module&, const at::Tensor&)> call;
+  std::vector<int64_t> input_shape;
+  bool lossless = false;  // saves masks / indices / nothing: gradients exact at any bits
+  bool linear_in_saved = false;  // gradients linear in the saved tensor: unbiased
+};
+
+template <typename Q, typename Plain>
+Case make_case(std::string name, std::function<std::shared_ptr<Plain>()> make, std::vector<int64_t> shape,
+               bool lossless = false, bool linear = false) {
+  Case c;
+  c.name = std::move(name);
+  c.make_plain = [make] { return std::static_pointer_cast<torch::nn::Module>(make()); };
+  c.wrap = [](std::shared_ptr<torch::nn::Module> plain, std::shared_ptr<Controller> ctrl) {
+    return std::static_pointer_cast<torch::nn::Module>(
+        std::make_shared<Q>(std::dynamic_pointer_cast<Plain>(plain), std::move(ctrl), "layer",
+                            LayerKind::kConv /* overwritten below */));
+  };
+  c.call = [](torch::nn::Module& m, const at::Tensor& x) {
+    if (auto* q = dynamic_cast<Q*>(&m)) return q->forward(x);
+    return dynamic_cast<Plain&>(m).forward(x);
+  };
+  c.input_shape = std::move(shape);
+  c.lossless = lossless;
+  c.linear_in_saved = linear;
+  return c;
+}
+
+template <typename Q, typename Plain>
+Case layer_case(std::string name, LayerKind kind, std::function<std::shared_ptr<Plain>()> make,
+                std::vector<int64_t> shape, bool lossless = false, bool linear = false) {
+  Case c = make_case<Q, Plain>(std::move(name), make, std::move(shape), lossless, linear);
+  c.wrap = [kind](std::shared_ptr<torch::nn::Module> plain, std::shared_ptr<Controller> ctrl) {
+    return std::static_pointer_cast<torch::nn::Module>(
+        std::make_shared<Q>(std::dynamic_pointer_cast<Plain>(plain), std::move(ctrl), "layer", kind));
+  };
+  return c;
+}
+
+std::vector<Case> all_cases() {
+  namespace nn = torch::nn;
+  using K = LayerKind;
+  return {
+      layer_case<QConv1dImpl, nn::Conv1dImpl>(
+          "Conv1d", K::kConv, [] { return std::make_shared<nn::Conv1dImpl>(nn::Conv1dOptions(4, 6, 3).padding(1)); },
+          {5, 4, 33}, false, true),
+      layer_case<QConv2dImpl, nn::Conv2dImpl>(
+          "Conv2d", K::kConv,
+          [] { return std::make_shared<nn::Conv2dImpl>(nn::Conv2dOptions(4, 6, 3).stride(2).padding(1).groups(2)); },
+          {5, 4, 17, 15}, false, true),
+      layer_case<QConv3dImpl, nn::Conv3dImpl>(
+          "Conv3d", K::kConv, [] { return std::make_shared<nn::Conv3dImpl>(nn::Conv3dOptions(3, 4, 3).padding(1)); },
+          {3, 3, 6, 7, 5}, false, true),
+      layer_case<QConvTranspose2dImpl, nn::ConvTranspose2dImpl>(
+          "ConvTranspose2d", K::kConv,
+          [] {
+            return std::make_shared<nn::ConvTranspose2dImpl>(
+                nn::ConvTranspose2dOptions(4, 3, 3).stride(2).padding(1).output_padding(1));
+          },
+          {4, 4, 9, 8}, false, true),
+      layer_case<QLinearImpl, nn::LinearImpl>(
+          "Linear", K::kLinear, [] { return std::make_shared<nn::LinearImpl>(40, 24); }, {6, 7, 40}, false, true),
+      layer_case<QBatchNorm1dImpl, nn::BatchNorm1dImpl>(
+          "BatchNorm1d", K::kNorm, [] { return std::make_shared<nn::BatchNorm1dImpl>(12); }, {16, 12, 5}),
+      layer_case<QBatchNorm2dImpl, nn::BatchNorm2dImpl>(
+          "BatchNorm2d", K::kNorm,
+          [] { return std::make_shared<nn::BatchNorm2dImpl>(nn::BatchNormOptions(6).momentum(c10::nullopt)); },
+          {8, 6, 9, 9}),
+      layer_case<QLayerNormImpl, nn::LayerNormImpl>(
+          "LayerNorm", K::kNorm, [] { return std::make_shared<nn::LayerNormImpl>(nn::LayerNormOptions({32})); },
+          {4, 9, 32}),
+      layer_case<QReLUImpl, nn::ReLUImpl>(
+          "ReLU", K::kActivation, [] { return std::make_shared<nn::ReLUImpl>(); }, {6, 5, 33}, true),
+      layer_case<QGELUImpl, nn::GELUImpl>(
+          "GELU", K::kActivation, [] { return std::make_shared<nn::GELUImpl>(); }, {6, 5, 33}),
+      layer_case<QSiLUImpl, nn::SiLUImpl>(
+          "SiLU", K::kActivation, [] { return std::make_shared<nn::SiLUImpl>(); }, {6, 5, 33}),
+      layer_case<QDropoutImpl, nn::DropoutImpl>(
+          "Dropout", K::kActivation, [] { return std::make_shared<nn::DropoutImpl>(0.3); }, {6, 5, 33}, true),
+      layer_case<QSoftmaxImpl, nn::SoftmaxImpl>(
+          "Softmax", K::kActivation, [] { return std::make_shared<nn::SoftmaxImpl>(-1); }, {6, 5, 33}),
+      layer_case<QMaxPool2dImpl, nn::MaxPool2dImpl>(
+          "MaxPool2d", K::kActivation,
+          [] { return std::make_shared<nn::MaxPool2dImpl>(nn::MaxPool2dOptions(3).stride(2).padding(1)); },
+          {4, 3, 15, 16}, true),
+      layer_case<QAvgPool2dImpl, nn::AvgPool2dImpl>(
+          "AvgPool2d", K::kActivation,
+          [] { return std::make_shared<nn::AvgPool2dImpl>(nn::AvgPool2dOptions(2).stride(2)); }, {4, 3, 16, 16},
+          true),
+  };
+}
+
+class LayerTest : public ::testing::TestWithParam<size_t> {
+ protected:
+  Case c = all_cases()[GetParam()];
+};
+
+std::string case_name(const ::testing::TestParamInfo<size_t>& info) { return all_cases()[info.param].name; }
+
+}  // namespace
+
+TEST_P(LayerTest, LevelZeroIsBitwiseThePlainLayer) {
+  auto plain = c.make_plain();
+  auto q = c.wrap(plain, controller("L0"));
+  const at::Tensor x = at::randn(c.input_shape);
+  const at::Tensor y0 = c.call(*plain, x);
+  const at::Tensor gy = at::randn_like(y0);
+  const Pass a = run(*plain, [&](const at::Tensor& t) { return c.call(*plain, t); }, x, gy);
+  const Pass b = run(*q, [&](const at::Tensor& t) { return c.call(*q, t); }, x, gy);
+  EXPECT_TRUE(bitwise_equal(a.y, b.y));
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) EXPECT_TRUE(bitwise_equal(a.grads[i], b.grads[i])) << "grad " << i;
+}
+
+TEST_P(LayerTest, CompressedForwardIsExactAndGradientsClose) {
+  auto plain = c.make_plain();
+  const at::Tensor x = at::randn(c.input_shape);
+  const at::Tensor gy = at::randn_like(c.call(*plain, x));
+  const Pass ref = run(*plain, [&](const at::Tensor& t) { return c.call(*plain, t); }, x, gy);
+  for (const char* level : {"L2:bits=8", "L2", "L3"}) {
+    auto ctrl = controller(level);
+    auto q = c.wrap(plain, ctrl);
+    const Pass got = run(*q, [&](const at::Tensor& t) { return c.call(*q, t); }, x, gy);
+    EXPECT_TRUE(bitwise_equal(got.y, ref.y)) << level;
+    EXPECT_GT(ctrl->stats().input_bytes, 0) << level << ": nothing was compressed";
+    for (size_t i = 0; i < ref.grads.size(); ++i) {
+      if (!ref.grads[i].defined()) continue;
+      if (c.lossless) {
+        EXPECT_TRUE(bitwise_equal(got.grads[i], ref.grads[i])) << level << " grad " << i;
+      } else if (std::string(level) == "L2:bits=8") {
+        EXPECT_LT(rel_error(got.grads[i], ref.grads[i]), 0.02) << level << " grad " << i;
+      } else {
+        // One 2-bit draw is noisy on layers this small; unbiasedness is
+        // tested below. Here: better than predicting zero.
+        EXPECT_LT(rel_error(got.grads[i], ref.grads[i]), 1.0) << level << " grad " << i;
+      }
+    }
+  }
+}
+
+TEST_P(LayerTest, TwoBitGradientsAreUnbiasedWhereLinear) {
+  if (!c.linear_in_saved) GTEST_SKIP() << "gradient is not linear in the saved tensor";
+  auto plain = c.make_plain();
+  const at::Tensor x = at::randn(c.input_shape);
+  const at::Tensor gy = at::randn_like(c.call(*plain, x));
+  const Pass ref = run(*plain, [&](const at::Tensor& t) { return c.call(*plain, t); }, x, gy);
+  auto q = c.wrap(plain, controller("L2:bits=2"));
+  constexpr int kSeeds = 300;
+  std::vector<at::Tensor> mean;
+  double single_error = 0;
+  for (int s = 0; s < kSeeds; ++s) {
+    const Pass got = run(*q, [&](const at::Tensor& t) { return c.call(*q, t); }, x, gy);
+    if (s == 0) {
+      mean = got.grads;
+      single_error = rel_error(got.grads[1], ref.grads[1]);
+    } else {
+      for (size_t i = 0; i < mean.size(); ++i) {
+        if (mean[i].defined()) mean[i] += got.grads[i];
+      }
+    }
+  }
+  const double mean_error = rel_error(mean[1] / kSeeds, ref.grads[1]);
+  // Independent noise: the error of the mean shrinks like 1/sqrt(seeds).
+  EXPECT_LT(mean_error, 3.0 * single_error / std::sqrt(double(kSeeds)));
+}
+
+TEST_P(LayerTest, EvalModeAndNoGradRunThePlainLayer) {
+  auto plain = c.make_plain();
+  auto ctrl = controller("L3");
+  auto q = c.wrap(plain, ctrl);
+  const at::Tensor x = at::randn(c.input_shape);
+  {
+    torch::NoGradGuard no_grad;
+    at::manual_seed(3);  // dropout draws a mask per call
+    const at::Tensor from_q = c.call(*q, x);
+    at::manual_seed(3);
+    EXPECT_TRUE(bitwise_equal(from_q, c.call(*plain, x)));
+  }
+  q->eval();
+  plain->eval();
+  const at::Tensor xg = x.clone().requires_grad_();
+  EXPECT_TRUE(bitwise_equal(c.call(*q, xg), c.call(*plain, x)));
+  EXPECT_EQ(ctrl->stats().input_bytes, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLayers, LayerTest, ::testing::Range<size_t>(0, all_cases().size()), case_name);
+
+TEST(Layers, ParametersAreSharedWithTheWrappedModule) {
+  auto conv = std::make_shared<torch::nn::Conv2dImpl>(torch::nn::Conv2dOptions(3, 4, 3));
+  QConv2d q(conv, controller("L3"), "conv", LayerKind::kConv);
+  EXPECT_EQ(q->named_parameters()["weight"].data_ptr(), conv->weight.data_ptr());
+  EXPECT_EQ(q->named_parameters()["bias"].data_ptr(), conv->bias.data_ptr());
+  auto bn = std::make_shared<torch::nn::BatchNorm2dImpl>(4);
+  QBatchNorm2d qbn(bn, controller("L3"), "bn", LayerKind::kNorm);
+  EXPECT_EQ(qbn->named_buffers()["running_mean"].data_ptr(), bn->running_mean.data_ptr());
+}
+
+TEST(Layers, BatchNormUpdatesRunningStatisticsLikeThePlainLayer) {
+  auto a = std::make_shared<torch::nn::BatchNorm2dImpl>(3);
+  auto b = std::make_shared<torch::nn::BatchNorm2dImpl>(3);
+  QBatchNorm2d q(b, controller("L3"), "bn", LayerKind::kNorm);
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor x = at::randn({4, 3, 5, 5}).requires_grad_();
+    a->forward(x);
+    q->forward(x);
+  }
+  EXPECT_TRUE(bitwise_equal(a->running_mean, b->running_mean));
+  EXPECT_TRUE(bitwise_equal(a->running_var, b->running_var));
+  EXPECT_TRUE(bitwise_equal(a->num_batches_tracked, b->num_batches_tracked));
+}
+
+TEST(Layers, MatMulSavesBothOperandsAndSharesTheSameTensor) {
+  auto ctrl = controller("L2:bits=8");
+  QMatMul mm(ctrl, "scores");
+  const at::Tensor a = at::randn({3, 5, 8}).requires_grad_();
+  const at::Tensor b = at::randn({3, 8, 4}).requires_grad_();
+  const at::Tensor ref_a = a.detach().clone().requires_grad_();
+  const at::Tensor ref_b = b.detach().clone().requires_grad_();
+  const at::Tensor gy = at::randn({3, 5, 4});
+  mm->forward(a, b).backward(gy);
+  at::matmul(ref_a, ref_b).backward(gy);
+  EXPECT_LT(rel_error(a.grad(), ref_a.grad()), 0.02);
+  EXPECT_LT(rel_error(b.grad(), ref_b.grad()), 0.02);
+  const at::Tensor s = at::randn({2, 6, 6}).requires_grad_();
+  mm->forward(s, s).sum().backward();
+  EXPECT_EQ(ctrl->stats().shared_hits, 1);
+  EXPECT_THROW(mm->forward(at::randn({2, 3, 4}).requires_grad_(), at::randn({4, 5})), InvalidInput);
+}
+
+TEST(Layers, ConsecutiveLayersOnOneTensorStoreItOnce) {
+  auto ctrl = controller("L3");
+  QLinear q(std::make_shared<torch::nn::LinearImpl>(16, 16), ctrl, "q", LayerKind::kLinear);
+  QLinear k(std::make_shared<torch::nn::LinearImpl>(16, 16), ctrl, "k", LayerKind::kLinear);
+  const at::Tensor x = at::randn({4, 10, 16}).requires_grad_();
+  (q->forward(x) + k->forward(x)).sum().backward();
+  EXPECT_EQ(ctrl->stats().compress_calls, 1);
+  EXPECT_EQ(ctrl->stats().shared_hits, 1);
+  ASSERT_TRUE(x.grad().defined());
+}
+
+TEST(Layers, UnsupportedOptionsFallBackToThePlainLayer) {
+  auto conv = std::make_shared<torch::nn::Conv2dImpl>(
+      torch::nn::Conv2dOptions(2, 2, 3).padding(1).padding_mode(torch::kReflect));
+  auto ctrl = controller("L3");
+  QConv2d q(conv, ctrl, "conv", LayerKind::kConv);
+  EXPECT_FALSE(q->supported());
+  const at::Tensor x = at::randn({2, 2, 8, 8}).requires_grad_();
+  EXPECT_TRUE(bitwise_equal(q->forward(x), conv->forward(x)));
+  EXPECT_EQ(ctrl->stats().input_bytes, 0);
+}
