@@ -43,6 +43,21 @@ struct ReluFunction : torch::autograd::Function<ReluFunction> {
   }
 };
 
+struct Relu6Function : torch::autograd::Function<Relu6Function> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const LayerHandle& layer) {
+    at::Tensor y = at::hardtanh(x, 0, 6);
+    save_mask(ctx, layer, encode_mask(at::logical_and(x > 0, x < 6)), x);
+    save_object(ctx, "layer", layer);
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
+    layer.controller->record_gradient(layer.id, grads[0]);
+    const at::Tensor pass = load_object<CompressedTensor>(ctx, "mask").decode();
+    return {grads[0].masked_fill(pass.logical_not(), 0), at::Tensor()};
+  }
+};
+
 struct GeluFunction : torch::autograd::Function<GeluFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& approximate,
                             const LayerHandle& layer) {
@@ -202,6 +217,11 @@ std::vector<int64_t> pair(at::IntArrayRef v, const char* what, const char* field
 at::Tensor qrelu(const at::Tensor& x, const LayerHandle& layer) {
   check_layer(layer, "qrelu");
   return ReluFunction::apply(x, layer);
+}
+
+at::Tensor qrelu6(const at::Tensor& x, const LayerHandle& layer) {
+  check_layer(layer, "qrelu6");
+  return Relu6Function::apply(x, layer);
 }
 
 at::Tensor qgelu(const at::Tensor& x, const std::string& approximate, const LayerHandle& layer) {

@@ -75,12 +75,9 @@ at::Tensor QLinearImpl::forward(const at::Tensor& x) {
   return qlinear(x, inner_->weight, maybe(inner_->bias), layer_);
 }
 
-QMatMulImpl::QMatMulImpl(std::shared_ptr<Controller> controller, const std::string& name)
-    : torch::nn::Module("actkit::QMatMul"), layer_(std::move(controller), name, LayerKind::kLinear) {}
-
 at::Tensor QMatMulImpl::forward(const at::Tensor& a, const at::Tensor& b) {
-  const bool grads = at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
-  if (!is_training() || !grads || !layer_.compresses(LayerKind::kLinear)) return at::matmul(a, b);
+  // compresses() looks at one input; either operand needing a gradient counts.
+  if (!compresses(a.requires_grad() ? a : b)) return at::matmul(a, b);
   return qmatmul(a, b, layer_);
 }
 
@@ -115,6 +112,8 @@ at::Tensor QLayerNormImpl::forward(const at::Tensor& x) {
 // --- activations and dropout ------------------------------------------------
 
 at::Tensor QReLUImpl::forward(const at::Tensor& x) { return compresses(x) ? qrelu(x, layer_) : plain(x); }
+
+at::Tensor QReLU6Impl::forward(const at::Tensor& x) { return compresses(x) ? qrelu6(x, layer_) : plain(x); }
 
 at::Tensor QGELUImpl::forward(const at::Tensor& x) {
   return compresses(x) ? qgelu(x, inner_->options.approximate(), layer_) : plain(x);

@@ -53,6 +53,8 @@ at::Tensor qlayer_norm(const at::Tensor& x, at::IntArrayRef normalized_shape, co
 
 // ReLU; saves a 1-bit mask.
 at::Tensor qrelu(const at::Tensor& x, const LayerHandle& layer);
+// ReLU6 (hardtanh to [0, 6]); saves a 1-bit mask of 0 < x < 6.
+at::Tensor qrelu6(const at::Tensor& x, const LayerHandle& layer);
 // GELU ("none" or "tanh") and SiLU; save the quantized input.
 at::Tensor qgelu(const at::Tensor& x, const std::string& approximate, const LayerHandle& layer);
 at::Tensor qsilu(const at::Tensor& x, const LayerHandle& layer);

@@ -20,6 +20,19 @@
 
 namespace actkit {
 
+namespace detail {
+// "torch::nn::Conv2dImpl" -> "actkit::QConv2d".
+inline std::string q_module_name(const std::string& inner) {
+  std::string base = inner.substr(inner.rfind(':') == std::string::npos ? 0 : inner.rfind(':') + 1);
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, "Impl") == 0) base.resize(base.size() - 4);
+  return "actkit::Q" + base;
+}
+template <typename M>
+std::string q_name_of(const std::shared_ptr<M>& inner) {
+  return q_module_name(inner ? inner->name() : std::string("Module"));
+}
+}  // namespace detail
+
 // Shared machinery of every Q-module; `Inner` is the wrapped LibTorch
 // module type.
 template <typename Inner>
@@ -30,7 +43,7 @@ class QModuleBase : public torch::nn::Module {
   // `kind` with `controller` (null: never compresses).
   QModuleBase(std::shared_ptr<Inner> inner, std::shared_ptr<Controller> controller, const std::string& name,
               LayerKind kind)
-      : torch::nn::Module(std::string("actkit::Q") + inner->name()), inner_(std::move(inner)), kind_(kind),
+      : torch::nn::Module(detail::q_name_of(inner)), inner_(std::move(inner)), kind_(kind),
         layer_(std::move(controller), name, kind) {
     for (const auto& p : inner_->named_parameters(/*recurse=*/false)) {
       register_parameter(p.key(), p.value(), p.value().requires_grad());
@@ -83,6 +96,10 @@ class QConvTransposeImpl : public QModuleBase<Inner> {
   using QModuleBase<Inner>::QModuleBase;
   bool supported() const override;
   at::Tensor forward(const at::Tensor& x, const c10::optional<at::IntArrayRef>& output_size = c10::nullopt);
+
+ protected:
+  // Lets AnyModule / Sequential call forward(x) with the default.
+  FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(c10::optional<at::IntArrayRef>())})
 };
 
 class QConv1dImpl : public QConvImpl<1, torch::nn::Conv1dImpl> {
@@ -135,6 +152,12 @@ class QReLUImpl : public QModuleBase<torch::nn::ReLUImpl> {
   at::Tensor forward(const at::Tensor& x);
 };
 
+class QReLU6Impl : public QModuleBase<torch::nn::ReLU6Impl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
 class QGELUImpl : public QModuleBase<torch::nn::GELUImpl> {
  public:
   using QModuleBase::QModuleBase;
@@ -172,15 +195,23 @@ class QAvgPool2dImpl : public QModuleBase<torch::nn::AvgPool2dImpl> {
   at::Tensor forward(const at::Tensor& x);
 };
 
-// a @ b for attention scores and context; plain at::matmul unless
-// compressing. Has no LibTorch counterpart, so it is its own module.
-class QMatMulImpl : public torch::nn::Module {
+// a @ b as a module (LibTorch has none), so that models can route attention
+// products through something convert() can swap.
+class MatMulImpl : public torch::nn::Module {
  public:
-  QMatMulImpl(std::shared_ptr<Controller> controller, const std::string& name);
-  at::Tensor forward(const at::Tensor& a, const at::Tensor& b);
+  MatMulImpl() : torch::nn::Module("actkit::MatMul") {}
+  at::Tensor forward(const at::Tensor& a, const at::Tensor& b) { return at::matmul(a, b); }
+};
 
- private:
-  LayerHandle layer_;
+// The compressed MatMul: plain at::matmul unless compressing.
+class QMatMulImpl : public QModuleBase<MatMulImpl> {
+ public:
+  QMatMulImpl(std::shared_ptr<MatMulImpl> inner, std::shared_ptr<Controller> controller, const std::string& name,
+              LayerKind kind = LayerKind::kLinear)
+      : QModuleBase(std::move(inner), std::move(controller), name, kind) {}
+  QMatMulImpl(std::shared_ptr<Controller> controller, const std::string& name)
+      : QMatMulImpl(std::make_shared<MatMulImpl>(), std::move(controller), name) {}
+  at::Tensor forward(const at::Tensor& a, const at::Tensor& b);
 };
 
 TORCH_MODULE(QConv1d);
@@ -192,12 +223,14 @@ TORCH_MODULE(QBatchNorm1d);
 TORCH_MODULE(QBatchNorm2d);
 TORCH_MODULE(QLayerNorm);
 TORCH_MODULE(QReLU);
+TORCH_MODULE(QReLU6);
 TORCH_MODULE(QGELU);
 TORCH_MODULE(QSiLU);
 TORCH_MODULE(QDropout);
 TORCH_MODULE(QSoftmax);
 TORCH_MODULE(QMaxPool2d);
 TORCH_MODULE(QAvgPool2d);
+TORCH_MODULE(MatMul);
 TORCH_MODULE(QMatMul);
 
 }  // namespace actkit

@@ -1,0 +1,74 @@
+// The model zoo: torchvision-equivalent CNNs (same parameter names) and
+// GPT-2 / BERT / ViT-style transformers, built from LibTorch modules that
+// convert() can swap.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actkit/converters/swappable.h"
+
+namespace actkit {
+
+enum class Task {
+  kClassification,  // input: images (or tokens); output: logits (N, classes)
+  kLanguageModel,   // input: tokens (N, T); output: logits (N, T, vocab)
+};
+
+struct ModelOptions {
+  // CNNs and ViT.
+  int64_t num_classes = 1000;
+  int64_t in_channels = 3;
+  int64_t image_size = 224;  // <= 64 selects a small-image stem (3x3 stride-1 first conv, no stem pooling)
+  // Transformers.
+  int64_t vocab_size = 50257;
+  int64_t max_positions = 1024;
+  int64_t layers = 12;
+  int64_t hidden = 768;
+  int64_t heads = 12;
+  double dropout = 0.1;
+  int64_t patch_size = 16;  // ViT
+};
+
+class ZooModel : public SwappableModule {
+ public:
+  ZooModel(const std::string& name, Task task) : SwappableModule(name), task_(task) {}
+  virtual at::Tensor forward(const at::Tensor& input) = 0;
+  Task task() const { return task_; }
+  // A random input batch: images (N, C, S, S) for image models, token ids
+  // (N, T) for token models (`length` is S or T).
+  virtual at::Tensor example_input(int64_t batch, int64_t length) const = 0;
+  // Random labels for `input` (classes for classification; unused by LM).
+  at::Tensor example_labels(const at::Tensor& input) const;
+  // The training loss: cross entropy of `output` against `labels`
+  // (classification) or against the next token of `input` (language model).
+  at::Tensor loss(const at::Tensor& input, const at::Tensor& output, const at::Tensor& labels) const;
+  int64_t num_classes() const { return num_classes_; }
+
+ protected:
+  int64_t num_classes_ = 0;
+
+ private:
+  Task task_;
+};
+
+// Builds a zoo model: resnet18/34/50/101/152, wide_resnet50_2, vgg11_bn,
+// vgg16_bn, densenet121, mobilenet_v2, gpt2 (configurable through
+// `options`), gpt2-small (12 layers, 768 wide), bert (encoder + classifier),
+// vit (vit-b/16 by default). Throws InvalidInput for an unknown name or
+// inconsistent options (e.g. hidden not divisible by heads).
+std::shared_ptr<ZooModel> make_model(const std::string& name, const ModelOptions& options = {});
+
+// Names make_model() accepts.
+std::vector<std::string> model_names();
+
+// Cross entropy of logits (M, V) against targets (M) whose backward
+// recomputes the softmax from the logits instead of keeping a (M, V)
+// log-softmax alive: exact, and the memory-lean choice for large
+// vocabularies. Used by ZooModel::loss at every level.
+at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets);
+
+}  // namespace actkit

@@ -1,0 +1,16 @@
+#include "actkit/converters/swappable.h"
+
+#include <c10/util/StringUtil.h>
+
+#include "actkit/core/errors.h"
+
+namespace actkit {
+
+void SwappableModule::swap_child(const std::string& name, torch::nn::AnyModule replacement) {
+  auto it = slots_.find(name);
+  if (it == slots_.end()) throw InvalidInput(c10::str("swap_child: ", this->name(), " has no slot '", name, "'"));
+  replace_module(name, replacement.ptr());
+  *it->second = std::move(replacement);
+}
+
+}  // namespace actkit

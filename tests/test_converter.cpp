@@ -1,0 +1,218 @@
+// convert() over the model zoo and over plain LibTorch module trees, and
+// the state-dict loader.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "actkit/converters/convert.h"
+#include "actkit/converters/state_dict.h"
+#include "actkit/converters/zoo.h"
+#include "actkit/core/errors.h"
+#include "test_util.h"
+
+using namespace actkit;
+using actkit::test::bitwise_equal;
+
+namespace {
+
+ModelOptions small_options(const std::string& name) {
+  ModelOptions o;
+  o.num_classes = 10;
+  o.image_size = 32;
+  if (name.rfind("vit", 0) == 0) o.patch_size = 8;
+  o.vocab_size = 101;
+  o.max_positions = 32;
+  o.layers = 2;
+  o.hidden = 64;
+  o.heads = 4;
+  return o;
+}
+
+bool small_variant(const std::string& name) {
+  return name != "gpt2-small" && name != "bert-base" && name != "vit-b16";
+}
+
+std::map<std::string, const void*> storage(const torch::nn::Module& m) {
+  std::map<std::string, const void*> out;
+  for (const auto& p : m.named_parameters()) out[p.key()] = p.value().data_ptr();
+  for (const auto& b : m.named_buffers()) out[b.key()] = b.value().data_ptr();
+  return out;
+}
+
+int64_t input_length(const ZooModel& m) { return m.task() == Task::kLanguageModel || m.name().rfind("bert", 0) == 0 ? 16 : 32; }
+
+}  // namespace
+
+class ZooTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooTest, ConvertsSharingStorageAndTrainsAStep) {
+  const std::string name = GetParam();
+  if (!small_variant(name)) GTEST_SKIP() << "full-size variant (covered by its configurable sibling)";
+  auto model = make_model(name, small_options(name));
+  const auto before = storage(*model);
+  const ConvertResult result = convert(*model, "L3", 1);
+  EXPECT_FALSE(result.report.converted.empty());
+  EXPECT_EQ(storage(*model), before) << "convert() must keep every parameter's storage and name";
+
+  at::manual_seed(0);
+  const at::Tensor x = model->example_input(4, input_length(*model));
+  const at::Tensor labels = model->example_labels(x);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01));
+  const at::Tensor out = model->forward(x);
+  const at::Tensor loss = model->loss(x, out, labels);
+  ASSERT_TRUE(std::isfinite(loss.item<double>()));
+  const at::Tensor w0 = model->parameters().front().detach().clone();
+  opt.zero_grad();
+  loss.backward();
+  opt.step();
+  result.controller->step();
+  EXPECT_FALSE(bitwise_equal(model->parameters().front(), w0)) << "the step changed nothing";
+  EXPECT_GT(result.controller->stats().compress_calls, 0);
+  EXPECT_EQ(storage(*model), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, ZooTest, ::testing::ValuesIn(model_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return n;
+                         });
+
+TEST(Converter, LevelZeroModelIsBitwiseTheOriginal) {
+  auto a = make_model("resnet18", small_options("resnet18"));
+  auto b = make_model("resnet18", small_options("resnet18"));
+  {
+    torch::NoGradGuard no_grad;
+    auto pa = a->named_parameters();
+    for (const auto& p : b->named_parameters()) p.value().copy_(pa[p.key()]);
+  }
+  convert(*b, "L0");
+  const at::Tensor x = a->example_input(3, 32);
+  const at::Tensor labels = a->example_labels(x);
+  const at::Tensor la = a->loss(x, a->forward(x), labels);
+  const at::Tensor lb = b->loss(x, b->forward(x), labels);
+  EXPECT_TRUE(bitwise_equal(la, lb));
+  la.backward();
+  lb.backward();
+  auto pa = a->named_parameters();
+  for (const auto& p : b->named_parameters()) {
+    EXPECT_TRUE(bitwise_equal(p.value().grad(), pa[p.key()].grad())) << p.key();
+  }
+}
+
+TEST(Converter, PlainLibTorchContainersAreConvertedInPlace) {
+  namespace nn = torch::nn;
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(3, 8, 3).padding(1)), nn::BatchNorm2d(8), nn::ReLU(),
+                     nn::Flatten(), nn::Linear(8 * 8 * 8, 4));
+  nn::ModuleList list(nn::Linear(4, 4), nn::GELU());
+  net->push_back(nn::Dropout(0.1));
+  const auto before = storage(*net);
+  const ConvertResult r = convert(*net, "L2");
+  EXPECT_EQ(r.report.converted.size(), 5u);  // conv, bn, relu, linear, dropout
+  ASSERT_EQ(r.report.kept.size(), 1u);       // flatten
+  EXPECT_EQ(r.report.kept[0].path, "3");
+  EXPECT_EQ(storage(*net), before);
+  const at::Tensor y = net->forward(at::randn({2, 3, 8, 8}).requires_grad_());
+  y.sum().backward();
+  EXPECT_GT(r.controller->stats().compress_calls, 0);
+  const ConvertResult rl = convert(*list, "L2");
+  EXPECT_EQ(rl.report.converted.size(), 2u);
+  EXPECT_NE(list[0]->name().find("QLinear"), std::string::npos);
+}
+
+TEST(Converter, FixedMembersAreReportedNotSilentlyDropped) {
+  struct Custom : torch::nn::Module {
+    Custom() { fc = register_module("fc", torch::nn::Linear(4, 4)); }
+    torch::nn::Linear fc{nullptr};
+  };
+  Custom m;
+  const ConvertResult r = convert(m, "L3");
+  EXPECT_TRUE(r.report.converted.empty());
+  ASSERT_EQ(r.report.kept.size(), 1u);
+  EXPECT_NE(r.report.kept[0].reason.find("fixed member"), std::string::npos);
+  EXPECT_NE(r.report.to_string().find("fc"), std::string::npos);
+}
+
+TEST(Converter, ConvertingTwiceIsHarmlessAndReportsLevels) {
+  auto model = make_model("resnet18", small_options("resnet18"));
+  const ConvertResult first = convert(*model, "L1");
+  bool bn_marked_fp32 = false;
+  for (const auto& e : first.report.converted) {
+    if (e.path == "bn1") bn_marked_fp32 = e.reason.find("fp32 at L1") != std::string::npos;
+  }
+  EXPECT_TRUE(bn_marked_fp32);
+  const ConvertResult second = convert(*model, "L3");
+  EXPECT_TRUE(second.report.converted.empty());
+}
+
+TEST(Zoo, UnknownModelsAndBadOptionsAreClearErrors) {
+  EXPECT_THROW(make_model("resnet19"), InvalidInput);
+  ModelOptions o = small_options("gpt2");
+  o.heads = 5;
+  EXPECT_THROW(make_model("gpt2", o), InvalidInput);
+  o = small_options("vit");
+  o.image_size = 30;
+  EXPECT_THROW(make_model("vit", o), InvalidInput);
+}
+
+TEST(Zoo, ResNetHasTorchvisionParameterNames) {
+  auto model = make_model("resnet50");
+  const auto params = model->named_parameters();
+  for (const char* name : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer1.0.downsample.0.weight",
+                           "layer1.0.downsample.1.bias", "layer4.2.bn3.weight", "fc.weight", "fc.bias"}) {
+    EXPECT_TRUE(params.contains(name)) << name;
+  }
+  EXPECT_TRUE(model->named_buffers().contains("layer2.3.bn2.running_var"));
+  int64_t count = 0;
+  for (const auto& p : model->parameters()) count += p.numel();
+  EXPECT_EQ(count, 25557032);  // torchvision resnet50
+}
+
+TEST(Zoo, TorchvisionParameterCounts) {
+  auto count = [](const std::string& name) {
+    int64_t n = 0;
+    for (const auto& p : make_model(name)->parameters()) n += p.numel();
+    return n;
+  };
+  EXPECT_EQ(count("resnet18"), 11689512);
+  EXPECT_EQ(count("mobilenet_v2"), 3504872);
+  EXPECT_EQ(count("densenet121"), 7978856);
+  EXPECT_EQ(count("vgg11_bn"), 132868840);
+}
+
+TEST(StateDict, SaveAndLoadRoundTripIntoAConvertedModel) {
+  auto a = make_model("resnet18", small_options("resnet18"));
+  auto b = make_model("resnet18", small_options("resnet18"));
+  convert(*b, "L3");
+  const std::string path = ::testing::TempDir() + "actkit_state_dict.pt";
+  save_state_dict(*a, path);
+  const LoadReport r = load_state_dict(*b, path);
+  EXPECT_TRUE(r.missing.empty());
+  EXPECT_TRUE(r.unexpected.empty());
+  auto pa = a->named_parameters();
+  for (const auto& p : b->named_parameters()) EXPECT_TRUE(bitwise_equal(p.value(), pa[p.key()])) << p.key();
+  auto ba = a->named_buffers();
+  for (const auto& p : b->named_buffers()) EXPECT_TRUE(bitwise_equal(p.value(), ba[p.key()])) << p.key();
+  std::remove(path.c_str());
+}
+
+TEST(StateDict, BadFilesAndShapesAreFormatErrors) {
+  auto model = make_model("resnet18", small_options("resnet18"));
+  const std::string path = ::testing::TempDir() + "actkit_bad_state.pt";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "not a torch file";
+  }
+  EXPECT_THROW(load_state_dict(*model, path), FormatError);
+  EXPECT_THROW(load_state_dict(*model, path + ".missing"), FormatError);
+  auto other = make_model("resnet18", ModelOptions{});  // 1000 classes: fc shape differs
+  save_state_dict(*other, path);
+  EXPECT_THROW(load_state_dict(*model, path), FormatError);
+  auto r34 = make_model("resnet34", small_options("resnet34"));
+  save_state_dict(*r34, path);
+  EXPECT_THROW(load_state_dict(*model, path), FormatError);  // strict: unexpected keys
+  std::remove(path.c_str());
+}
