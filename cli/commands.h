@@ -8,4 +8,7 @@ namespace actkit::cli {
 // `actkit bench ...`: codec throughput against memcpy.
 void add_bench_commands(CLI::App& app);
 
+// `actkit memory` and `actkit convert`.
+void add_model_commands(CLI::App& app);
+
 }  // namespace actkit::cli

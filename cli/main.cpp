@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   actkit::cli::add_bench_commands(app);
+  actkit::cli::add_model_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -51,6 +51,10 @@ const char* to_string(LayerKind kind) {
 
 Controller::Controller(LevelConfig config, uint64_t seed) : config_(std::move(config)), seed_(seed) {
   config_ = with_overrides(config_, {});  // validates
+  if (config_.swap != SwapTarget::kNone || config_.defrag_allocator) {
+    throw InvalidInput(c10::str(config_.level, ": swapping (L4) and the defragmenting allocator (L5) are not in ",
+                                "this release; use L3, or swap=none,defrag=false"));
+  }
 }
 
 int Controller::register_layer(const std::string& name, LayerKind kind) {

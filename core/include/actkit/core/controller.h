@@ -41,7 +41,8 @@ struct ControllerStats {
 
 class Controller {
  public:
-  // Throws InvalidInput if `config` is invalid.
+  // Throws InvalidInput if `config` is invalid or asks for swapping or the
+  // defragmenting allocator (L4/L5, not in this release).
   explicit Controller(LevelConfig config, uint64_t seed = 0);
 
   const LevelConfig& config() const { return config_; }

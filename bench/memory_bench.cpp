@@ -1,0 +1,67 @@
+#include "memory_bench.h"
+
+#include <torch/torch.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <chrono>
+
+#include "actkit/allocator/tracking_allocator.h"
+#include "actkit/converters/convert.h"
+#include "actkit/core/errors.h"
+
+namespace actkit::bench {
+namespace {
+
+int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
+
+}  // namespace
+
+std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
+  if (config.batch < 1 || config.length < 1) throw InvalidInput("memory: batch and length must be >= 1");
+  if (config.steps < 1) throw InvalidInput("memory: steps must be >= 1");
+  for (const auto& level : config.levels) parse_level(level);  // fail before any work
+
+  ScopedCpuTracking tracking;
+  TrackingAllocator& tracker = tracking.tracker();
+  std::vector<StepMeasurement> results;
+  for (const auto& level : config.levels) {
+    at::manual_seed(int64_t(config.seed));
+    ModelOptions o = config.options;
+    o.image_size = config.length;
+    auto model = make_model(config.model, o);
+    const ConvertResult converted = convert(*model, level, config.seed);
+    model->train();
+    const at::Tensor input = model->example_input(config.batch, config.length);
+    const at::Tensor labels = model->example_labels(input);
+    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(1e-3).momentum(0.9));
+
+    StepMeasurement m;
+    m.level = level;
+    double best = 1e300;
+    for (int step = 0; step <= config.steps; ++step) {
+      opt.zero_grad();
+      tracker.reset_peak();
+      const int64_t before = tracker.current_bytes();
+      const auto t0 = std::chrono::steady_clock::now();
+      at::Tensor output = model->forward(input);
+      at::Tensor loss = model->loss(input, output, labels);
+      const int64_t ready = tracker.current_bytes();
+      if (step == 0) m.activation_bytes = ready - before - bytes_of(output) - bytes_of(loss);
+      output = at::Tensor();  // the graph keeps what backward needs
+      loss.backward();
+      opt.step();
+      converted.controller->step();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (step > 0) best = std::min(best, s);  // step 0 is the warm-up
+      if (step == 0) m.peak_bytes = tracker.peak_bytes();
+    }
+    m.step_seconds = best;
+    const ControllerStats stats = converted.controller->stats();
+    m.compression_ratio = stats.compressed_bytes > 0 ? double(stats.input_bytes) / double(stats.compressed_bytes) : 1;
+    results.push_back(m);
+  }
+  return results;
+}
+
+}  // namespace actkit::bench

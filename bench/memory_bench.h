@@ -1,0 +1,40 @@
+// Memory and time of one training step per level: the driver behind
+// `actkit memory` and the memory figures in docs/benchmarks.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actkit/converters/zoo.h"
+
+namespace actkit::bench {
+
+struct StepMeasurement {
+  std::string level;
+  // As ActNN reports it: bytes allocated right before backward, minus bytes
+  // allocated before forward, minus the output and loss tensors.
+  int64_t activation_bytes = 0;
+  // Peak bytes held during the step (weights, gradients, activations).
+  int64_t peak_bytes = 0;
+  double step_seconds = 0;  // forward + backward + SGD step
+  double compression_ratio = 1;  // bytes handed to the codecs / bytes they produced
+};
+
+struct MemoryBenchConfig {
+  std::string model = "resnet50";
+  ModelOptions options;
+  int64_t batch = 8;
+  int64_t length = 224;  // image size or sequence length
+  std::vector<std::string> levels = {"L0", "L1", "L2", "L3"};
+  uint64_t seed = 0;
+  int steps = 2;  // timed steps per level after one warm-up step
+};
+
+// Builds the model once per level (same seed, so same weights and inputs),
+// converts it, and measures training steps on the CPU with the tracking
+// allocator installed. Throws InvalidInput for an unknown model or level, or
+// a batch/length below 1.
+std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config);
+
+}  // namespace actkit::bench

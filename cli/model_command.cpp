@@ -1,0 +1,114 @@
+// `actkit memory` and `actkit convert`: what a level saves on a zoo model.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "actkit/converters/convert.h"
+#include "actkit/converters/zoo.h"
+#include "actkit/core/errors.h"
+#include "commands.h"
+#include "memory_bench.h"
+
+namespace actkit::cli {
+namespace {
+
+struct MemoryArgs {
+  std::string model = "resnet50";
+  int64_t batch = 8;
+  int64_t image_size = 0;
+  int64_t seq_len = 0;
+  std::string levels = "L0,L1,L2,L3";
+  std::string json_path;
+  int steps = 1;
+  uint64_t seed = 0;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+bool is_token_model(const std::string& model) { return model.rfind("gpt2", 0) == 0 || model.rfind("bert", 0) == 0; }
+
+std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
+
+void run_memory(const MemoryArgs& a) {
+  bench::MemoryBenchConfig config;
+  config.model = a.model;
+  config.batch = a.batch;
+  config.steps = a.steps;
+  config.seed = a.seed;
+  config.levels = split(a.levels, ',');
+  if (config.levels.empty()) throw InvalidInput("memory: --levels is empty");
+  const bool tokens = is_token_model(a.model);
+  if (tokens && a.image_size != 0) throw InvalidInput("memory: " + a.model + " takes --seq-len, not --image-size");
+  if (!tokens && a.seq_len != 0) throw InvalidInput("memory: " + a.model + " takes --image-size, not --seq-len");
+  config.length = tokens ? (a.seq_len != 0 ? a.seq_len : 256) : (a.image_size != 0 ? a.image_size : 224);
+  if (tokens) config.options.max_positions = std::max<int64_t>(config.length, 1024);
+
+  fmt::print("{} batch {} {} {} (CPU, one training step per level)\n", a.model, a.batch,
+             tokens ? "sequence" : "image", config.length);
+  const auto results = bench::run_memory_bench(config);
+  const double l0 = double(results.front().activation_bytes);
+  fmt::print("{:<8} {:>16} {:>16} {:>10} {:>12} {:>10}\n", "level", "activations", "peak", "vs first", "step time",
+             "vs first");
+  nlohmann::json levels = nlohmann::json::array();
+  for (const auto& r : results) {
+    fmt::print("{:<8} {:>16} {:>16} {:>9.2f}x {:>10.0f}ms {:>9.2f}x\n", r.level, mib(r.activation_bytes),
+               mib(r.peak_bytes), l0 / double(std::max<int64_t>(1, r.activation_bytes)), r.step_seconds * 1e3,
+               r.step_seconds / results.front().step_seconds);
+    levels.push_back({{"level", r.level},
+                      {"activation_bytes", r.activation_bytes},
+                      {"peak_bytes", r.peak_bytes},
+                      {"step_time_ms", r.step_seconds * 1e3},
+                      {"compression_ratio", r.compression_ratio}});
+  }
+  if (!a.json_path.empty()) {
+    std::ofstream out(a.json_path);
+    out << nlohmann::json{{"model", a.model}, {"batch", a.batch}, {"length", config.length}, {"levels", levels}}
+               .dump(2)
+        << "\n";
+    if (!out) throw Error("cannot write " + a.json_path);
+  }
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app) {
+  auto m = std::make_shared<MemoryArgs>();
+  CLI::App* memory = app.add_subcommand("memory", "Activation and peak memory of one training step per level");
+  memory->add_option("--model", m->model, "Zoo model")->capture_default_str();
+  memory->add_option("--batch", m->batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  memory->add_option("--image-size", m->image_size, "Image size for CNN/ViT models (default 224)")
+      ->check(CLI::PositiveNumber);
+  memory->add_option("--seq-len", m->seq_len, "Sequence length for GPT-2/BERT (default 256)")
+      ->check(CLI::PositiveNumber);
+  memory->add_option("--levels", m->levels, "Comma-separated levels, e.g. L0,L3 or L3:bits=1.5")
+      ->capture_default_str();
+  memory->add_option("--steps", m->steps, "Timed steps per level after a warm-up")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  memory->add_option("--seed", m->seed, "Seed for weights, inputs and rounding")->capture_default_str();
+  memory->add_option("--json", m->json_path, "Also write the results as JSON to this file");
+  memory->callback([m] { run_memory(*m); });
+
+  auto model = std::make_shared<std::string>("resnet50");
+  auto level = std::make_shared<std::string>("L3");
+  CLI::App* conv = app.add_subcommand("convert", "Convert a zoo model and print what was converted");
+  conv->add_option("--model", *model, "Zoo model")->capture_default_str();
+  conv->add_option("--level", *level, "Level, e.g. L3 or L3:bits=1.5")->capture_default_str();
+  conv->callback([model, level] {
+    auto m = make_model(*model);
+    const ConvertResult r = convert(*m, *level);
+    fmt::print("{} at {}\n{}", *model, describe(r.controller->config()), r.report.to_string());
+  });
+}
+
+}  // namespace actkit::cli
