@@ -11,4 +11,7 @@ void add_bench_commands(CLI::App& app);
 // `actkit memory` and `actkit convert`.
 void add_model_commands(CLI::App& app);
 
+// `actkit train`.
+void add_train_command(CLI::App& app);
+
 }  // namespace actkit::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   actkit::cli::add_bench_commands(app);
   actkit::cli::add_model_commands(app);
+  actkit::cli::add_train_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,115 @@
+#include "train_driver.h"
+
+#include <torch/torch.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <chrono>
+
+#include "actkit/allocator/tracking_allocator.h"
+#include "actkit/converters/convert.h"
+#include "actkit/converters/zoo.h"
+#include "actkit/core/errors.h"
+#include "fashion_mnist.h"
+
+namespace actkit::bench {
+namespace {
+
+int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
+
+double accuracy(ZooModel& model, const ImageDataset& test) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  int64_t correct = 0;
+  constexpr int64_t kEvalBatch = 500;
+  for (int64_t i = 0; i < test.images.size(0); i += kEvalBatch) {
+    const int64_t n = std::min(kEvalBatch, test.images.size(0) - i);
+    const at::Tensor logits = model.forward(test.images.narrow(0, i, n));
+    correct += logits.argmax(1).eq(test.labels.narrow(0, i, n)).sum().item<int64_t>();
+  }
+  model.train();
+  return double(correct) / double(test.images.size(0));
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& c, const std::function<void(const TrainProgress&)>& on_progress) {
+  if (c.epochs < 1 || c.batch < 1) throw InvalidInput("train: epochs and batch must be >= 1");
+  if (!(c.lr > 0)) throw InvalidInput("train: the learning rate must be > 0");
+  const LevelConfig level = parse_level(c.level);
+  ImageDataset train, test;
+  if (c.data == "fashion-mnist") {
+    const std::string dir = c.data_dir.empty() ? kFashionMnistDir : c.data_dir;
+    train = load_fashion_mnist(dir, "train", c.train_limit);
+    test = load_fashion_mnist(dir, "t10k");
+  } else if (c.data == "synthetic") {
+    const int64_t n = c.train_limit > 0 ? c.train_limit : 4096;
+    // One draw for both splits, so they share the labelling function.
+    ImageDataset all = synthetic_images(n + 1024, 10, 1, 28, c.seed);
+    train = {all.images.narrow(0, 0, n), all.labels.narrow(0, 0, n)};
+    test = {all.images.narrow(0, n, 1024), all.labels.narrow(0, n, 1024)};
+  } else {
+    throw InvalidInput(c10::str("train: unknown data '", c.data, "' (fashion-mnist or synthetic)"));
+  }
+
+  ScopedCpuTracking tracking;
+  TrackingAllocator& tracker = tracking.tracker();
+  at::manual_seed(int64_t(c.seed));
+  ModelOptions o;
+  o.num_classes = 10;
+  o.in_channels = 1;
+  o.image_size = 28;
+  o.patch_size = 4;
+  auto model = make_model(c.model, o);
+  if (model->task() != Task::kClassification || c.model.rfind("bert", 0) == 0) {
+    throw InvalidInput(c10::str("train: ", c.model, " is not an image classifier"));
+  }
+  const ConvertResult converted = convert(*model, level, c.seed);
+  model->train();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(c.lr).momentum(0.9).weight_decay(5e-4));
+
+  TrainResult r;
+  r.level = c.level;
+  r.train_examples = train.images.size(0);
+  r.test_examples = test.images.size(0);
+  const int64_t steps_per_epoch = (r.train_examples + c.batch - 1) / c.batch;
+  double timed_ms = 0;
+  int64_t timed_steps = 0;
+  tracker.reset_peak();
+  for (int epoch = 0; epoch < c.epochs; ++epoch) {
+    const at::Tensor order = at::randperm(r.train_examples, at::kLong);
+    double loss_sum = 0;
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      const int64_t begin = s * c.batch;
+      const at::Tensor idx = order.narrow(0, begin, std::min(c.batch, r.train_examples - begin));
+      const at::Tensor x = train.images.index_select(0, idx);
+      const at::Tensor y = train.labels.index_select(0, idx);
+      const auto t0 = std::chrono::steady_clock::now();
+      opt.zero_grad();
+      const int64_t before = tracker.current_bytes();
+      at::Tensor out = model->forward(x);
+      at::Tensor loss = model->loss(x, out, y);
+      if (r.steps == 0) r.activation_bytes = tracker.current_bytes() - before - bytes_of(out) - bytes_of(loss);
+      out = at::Tensor();
+      loss.backward();
+      opt.step();
+      converted.controller->step();
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (r.steps > 0) {
+        timed_ms += ms;
+        ++timed_steps;
+      }
+      ++r.steps;
+      loss_sum += loss.item<double>();
+      if (on_progress) on_progress({epoch, s + 1, steps_per_epoch, loss_sum / double(s + 1)});
+    }
+    r.final_train_loss = loss_sum / double(steps_per_epoch);
+    r.peak_bytes = std::max(r.peak_bytes, tracker.peak_bytes());  // training only, not evaluation
+    r.final_test_accuracy = accuracy(*model, test);
+    tracker.reset_peak();
+  }
+  r.step_time_ms = timed_steps > 0 ? timed_ms / double(timed_steps) : 0;
+  return r;
+}
+
+}  // namespace actkit::bench

@@ -1,0 +1,47 @@
+// Training a zoo model at a level: the driver behind `actkit train`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace actkit::bench {
+
+struct TrainConfig {
+  std::string model = "resnet18";
+  std::string data = "fashion-mnist";  // or "synthetic"
+  std::string data_dir;                // default: the Debian package's directory
+  std::string level = "L3";
+  int epochs = 1;
+  int64_t batch = 64;
+  uint64_t seed = 0;
+  int64_t train_limit = 0;  // first N training examples; 0 = all
+  double lr = 0.05;         // SGD with momentum 0.9
+};
+
+struct TrainProgress {
+  int epoch = 0;
+  int64_t step = 0;
+  int64_t steps_per_epoch = 0;
+  double loss = 0;  // running mean over the epoch so far
+};
+
+struct TrainResult {
+  std::string level;
+  double final_test_accuracy = 0;
+  double final_train_loss = 0;  // mean over the last epoch
+  double step_time_ms = 0;      // mean training step, warm-up excluded
+  int64_t peak_bytes = 0;       // peak CPU bytes during training steps (evaluation excluded)
+  int64_t activation_bytes = 0; // of the first step, measured as ActNN does
+  int64_t steps = 0;
+  int64_t train_examples = 0;
+  int64_t test_examples = 0;
+};
+
+// Trains on the CPU and evaluates on the test split after every epoch.
+// `on_progress` (may be empty) is called after each step. Throws
+// actkit::InvalidInput for an unknown model, level or data set, a missing
+// data directory, or non-positive epochs/batch.
+TrainResult run_training(const TrainConfig& config, const std::function<void(const TrainProgress&)>& on_progress);
+
+}  // namespace actkit::bench

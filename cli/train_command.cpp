@@ -1,0 +1,118 @@
+// `actkit train`: train a zoo CNN on Fashion-MNIST (or synthetic data) at a
+// level, and report accuracy, loss, step time and memory.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "actkit/core/errors.h"
+#include "commands.h"
+#include "memory_bench.h"
+#include "train_driver.h"
+
+namespace actkit::cli {
+namespace {
+
+struct TrainArgs {
+  bench::TrainConfig config;
+  std::string json_path;
+  bool compare = true;
+};
+
+// A progress bar on a terminal; a line every 10% otherwise (CI logs).
+class ProgressPrinter {
+ public:
+  ProgressPrinter() : tty_(isatty(STDERR_FILENO) != 0) {}
+  void operator()(const bench::TrainProgress& p) {
+    const int pct = int(100 * p.step / p.steps_per_epoch);
+    if (tty_) {
+      const int filled = pct * 30 / 100;
+      fmt::print(stderr, "\repoch {} [{}{}] {:3d}% loss {:.4f}", p.epoch + 1, std::string(size_t(filled), '#'),
+                 std::string(size_t(30 - filled), '.'), pct, p.loss);
+      if (p.step == p.steps_per_epoch) fmt::print(stderr, "\n");
+    } else if (pct / 10 != last_ / 10 || p.step == p.steps_per_epoch) {
+      fmt::print(stderr, "epoch {} {:3d}% loss {:.4f}\n", p.epoch + 1, pct, p.loss);
+    }
+    last_ = p.step == p.steps_per_epoch ? -1 : pct;
+  }
+
+ private:
+  bool tty_;
+  int last_ = -1;
+};
+
+std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
+
+void run_train(const TrainArgs& a) {
+  const bench::TrainConfig& c = a.config;
+  fmt::print("training {} on {} at {} for {} epoch(s), batch {}\n", c.model, c.data, c.level, c.epochs, c.batch);
+  ProgressPrinter progress;
+  const bench::TrainResult r = bench::run_training(c, std::ref(progress));
+  fmt::print("test accuracy {:.2f}%  train loss {:.4f}  step {:.1f} ms  peak {}\n", 100 * r.final_test_accuracy,
+             r.final_train_loss, r.step_time_ms, mib(r.peak_bytes));
+
+  nlohmann::json j{{"model", c.model},
+                   {"data", c.data},
+                   {"level", c.level},
+                   {"epochs", c.epochs},
+                   {"batch", c.batch},
+                   {"seed", c.seed},
+                   {"train_examples", r.train_examples},
+                   {"test_examples", r.test_examples},
+                   {"steps", r.steps},
+                   {"final_test_accuracy", r.final_test_accuracy},
+                   {"final_train_loss", r.final_train_loss},
+                   {"step_time_ms", r.step_time_ms},
+                   {"peak_bytes", r.peak_bytes},
+                   {"activation_bytes", r.activation_bytes}};
+  if (a.compare && c.level != "L0") {
+    // One training step of the same model and batch at L0, for the saving.
+    bench::MemoryBenchConfig m;
+    m.model = c.model;
+    m.options.num_classes = 10;
+    m.options.in_channels = 1;
+    m.options.patch_size = 4;
+    m.batch = c.batch;
+    m.length = 28;
+    m.levels = {"L0"};
+    m.steps = 1;
+    m.seed = c.seed;
+    const int64_t l0 = bench::run_memory_bench(m).front().activation_bytes;
+    fmt::print("activation memory per step: {} at {} vs {} at L0 ({:.1f}x less)\n", mib(r.activation_bytes), c.level,
+               mib(l0), double(l0) / double(std::max<int64_t>(1, r.activation_bytes)));
+    j["l0_activation_bytes"] = l0;
+  }
+  if (!a.json_path.empty()) {
+    std::ofstream out(a.json_path);
+    out << j.dump(2) << "\n";
+    if (!out) throw Error("cannot write " + a.json_path);
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  bench::TrainConfig& c = a->config;
+  CLI::App* train = app.add_subcommand("train", "Train a zoo CNN on Fashion-MNIST or synthetic data at a level");
+  train->add_option("--model", c.model, "Zoo model (an image classifier)")->capture_default_str();
+  train->add_option("--data", c.data, "fashion-mnist or synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "synthetic"}))
+      ->capture_default_str();
+  train->add_option("--data-dir", c.data_dir, "Fashion-MNIST IDX directory (default: the Debian package's)");
+  train->add_option("--level", c.level, "Level, e.g. L0, L3 or L3:bits=1.5")->capture_default_str();
+  train->add_option("--epochs", c.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--batch", c.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--seed", c.seed, "Seed for weights, order and rounding")->capture_default_str();
+  train->add_option("--train-limit", c.train_limit, "Use the first N training examples (0 = all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train->add_option("--lr", c.lr, "SGD learning rate (momentum 0.9)")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--json", a->json_path, "Also write the results as JSON to this file");
+  train->add_flag("!--no-compare", a->compare, "Skip the L0 memory comparison step");
+  train->callback([a] { run_train(*a); });
+}
+
+}  // namespace actkit::cli
