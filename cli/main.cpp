@@ -1,10 +1,13 @@
 // actkit: the command-line front end. Each subcommand lives in its own file
 // and registers itself in main().
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/api/include/torch/version.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "actkit/core/errors.h"
 #include "actkit/core/version.h"
@@ -26,6 +29,14 @@ int main(int argc, char** argv) {
   CLI::App app{"ACTkit: activation-compressed training, offload and compressed communication on LibTorch",
                "actkit"};
   app.set_version_flag("--version", version_text());
+  // LibTorch sizes its pool by the physical cores it detects, which on
+  // virtual machines is often 1; use every core unless told otherwise.
+  int threads = std::getenv("OMP_NUM_THREADS") ? 0 : int(std::thread::hardware_concurrency());
+  app.add_option("--threads", threads, "LibTorch intra-op threads (default: all cores, or OMP_NUM_THREADS)")
+      ->check(CLI::NonNegativeNumber);
+  app.parse_complete_callback([&threads] {
+    if (threads > 0) at::set_num_threads(threads);
+  });
   app.require_subcommand(1);
   actkit::cli::add_bench_commands(app);
   actkit::cli::add_model_commands(app);

@@ -11,6 +11,7 @@ packages=(
   libtorch-dev libgloo-dev liburing-dev libtbb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  libopenblas0-pthread
   dataset-fashion-mnist fio
 )
 missing=()

@@ -29,8 +29,19 @@ cmake -S examples/downstream -B build/downstream -G Ninja -DCMAKE_PREFIX_PATH="$
 cmake --build build/downstream
 build/downstream/actkit_example
 
-step "CLI smoke run"
+step "CLI smoke runs"
 build/bin/actkit --version
 build/bin/actkit bench codec --size 16MiB --min-time 0.05 --json build/bench-codec.json
 grep -q '"memcpy_gbps"' build/bench-codec.json
+build/bin/actkit convert --model resnet18 --level L3 > build/convert.txt
+grep -q "QConv2d" build/convert.txt
+build/bin/actkit memory --model resnet18 --batch 4 --image-size 32 --levels L0,L3 --json build/memory.json
+grep -q '"activation_bytes"' build/memory.json
+build/bin/actkit train --model resnet18 --data fashion-mnist --level L3 --epochs 1 --train-limit 256 \
+  --json build/train.json
+grep -q '"final_test_accuracy"' build/train.json
+if build/bin/actkit train --model no-such-model --train-limit 8 2>/dev/null; then
+  echo "a bad model name must fail" >&2
+  exit 1
+fi
 echo "all checks passed"

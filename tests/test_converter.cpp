@@ -216,3 +216,19 @@ TEST(StateDict, BadFilesAndShapesAreFormatErrors) {
   EXPECT_THROW(load_state_dict(*model, path), FormatError);  // strict: unexpected keys
   std::remove(path.c_str());
 }
+
+TEST(Zoo, FusedCrossEntropyMatchesATen) {
+  const at::Tensor logits = at::randn({12, 7}, at::kDouble);
+  at::Tensor targets = at::randint(0, 7, {12}, at::kLong);
+  targets[3] = -100;
+  targets[8] = -100;
+  const at::Tensor a = logits.clone().requires_grad_();
+  const at::Tensor b = logits.clone().requires_grad_();
+  const at::Tensor la = fused_cross_entropy(a, targets);
+  const at::Tensor lb = at::cross_entropy_loss(b, targets, {}, at::Reduction::Mean, -100);
+  EXPECT_NEAR(la.item<double>(), lb.item<double>(), 1e-12);
+  la.backward();
+  lb.backward();
+  EXPECT_LT((a.grad() - b.grad()).abs().max().item<double>(), 1e-12);
+  EXPECT_THROW(fused_cross_entropy(logits, targets.narrow(0, 0, 5)), InvalidInput);
+}

@@ -13,20 +13,28 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Saves the logits (already alive as the model output) and recomputes the
-// softmax in backward.
+// Targets equal to this are left out of the loss and get no gradient.
+constexpr int64_t kIgnore = -100;
+
+// Saves the logits (already alive as the model output, so this costs
+// nothing) and recomputes the softmax in backward.
 struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets) {
+    const at::Tensor valid = targets.ne(kIgnore);
+    const int64_t count = std::max<int64_t>(1, valid.sum().item<int64_t>());
     ctx->save_for_backward({logits, targets});
-    return at::nll_loss(at::log_softmax(logits, 1), targets);
+    ctx->saved_data["count"] = count;
+    return at::nll_loss(at::log_softmax(logits, 1), targets, {}, at::Reduction::Sum, kIgnore) / double(count);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& logits = saved[0];
     const at::Tensor& targets = saved[1];
+    const at::Tensor valid = targets.ne(kIgnore);
     at::Tensor g = at::softmax(logits, 1);
-    g.scatter_add_(1, targets.unsqueeze(1), at::full({targets.size(0), 1}, -1.0, g.options()));
-    g.mul_(grads[0] / double(targets.size(0)));
+    g.scatter_add_(1, targets.clamp_min(0).unsqueeze(1), at::full({targets.size(0), 1}, -1.0, g.options()));
+    g.mul_(valid.unsqueeze(1).to(g.scalar_type()));
+    g.mul_(grads[0] / double(ctx->saved_data["count"].toInt()));
     return {g, at::Tensor()};
   }
 };
@@ -48,10 +56,13 @@ at::Tensor ZooModel::example_labels(const at::Tensor& input) const {
 
 at::Tensor ZooModel::loss(const at::Tensor& input, const at::Tensor& output, const at::Tensor& labels) const {
   if (task_ == Task::kLanguageModel) {
-    const int64_t v = output.size(-1);
-    const at::Tensor logits = output.narrow(1, 0, output.size(1) - 1).reshape({-1, v});
-    const at::Tensor targets = input.narrow(1, 1, input.size(1) - 1).reshape({-1});
-    return fused_cross_entropy(logits, targets);
+    // Position t predicts token t+1; the last position of each sequence has
+    // no target. Taking the loss over a view of the whole output (instead of
+    // a sliced copy) keeps no extra (N*T, V) tensor alive.
+    const int64_t n = input.size(0), t = input.size(1), v = output.size(-1);
+    at::Tensor targets = at::full({n, t}, kIgnore, input.options().dtype(at::kLong));
+    targets.narrow(1, 0, t - 1).copy_(input.narrow(1, 1, t - 1));
+    return fused_cross_entropy(output.reshape({n * t, v}), targets.view({n * t}));
   }
   return fused_cross_entropy(output, labels);
 }

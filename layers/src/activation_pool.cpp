@@ -2,24 +2,16 @@
 //   ReLU, Dropout  1-bit mask             GELU, SiLU  quantized input
 //   Softmax        quantized output       MaxPool     argmax inside the window
 //   AvgPool        nothing (input shape only)
-#include <torch/torch.h>
-
-#include <c10/util/StringUtil.h>
-
 #include <cmath>
 
 #include "actkit/core/bitfield_codecs.h"
-#include "actkit/core/errors.h"
 #include "actkit/layers/functional.h"
-#include "actkit/layers/saved_context.h"
+#include "autograd_common.h"
 
 namespace actkit {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-using detail::load_object;
-using detail::save_object;
+using namespace detail;
 
 // Saves a mask for backward and books its bytes with the controller.
 void save_mask(AutogradContext* ctx, const LayerHandle& layer, CompressedTensor mask, const at::Tensor& of) {
@@ -27,34 +19,28 @@ void save_mask(AutogradContext* ctx, const LayerHandle& layer, CompressedTensor 
   save_object(ctx, "mask", std::move(mask));
 }
 
-struct ReluFunction : torch::autograd::Function<ReluFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const LayerHandle& layer) {
-    at::Tensor y = at::relu(x);
-    save_mask(ctx, layer, encode_positive_mask(y), x);
-    save_object(ctx, "layer", layer);
-    return y;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, grads[0]);
-    const at::Tensor keep = load_object<CompressedTensor>(ctx, "mask").decode();
-    // Same values as ReLU's own backward (+0 where the input was <= 0).
-    return {grads[0].masked_fill(keep.logical_not(), 0), at::Tensor()};
-  }
-};
+// ReLU and ReLU6: the gradient passes where a 1-bit mask says so.
+enum class MaskedActivation { kReLU, kReLU6 };
 
-struct Relu6Function : torch::autograd::Function<Relu6Function> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const LayerHandle& layer) {
-    at::Tensor y = at::hardtanh(x, 0, 6);
-    save_mask(ctx, layer, encode_mask(at::logical_and(x > 0, x < 6)), x);
+struct MaskedActivationFunction : torch::autograd::Function<MaskedActivationFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, MaskedActivation kind,
+                            const LayerHandle& layer) {
+    at::Tensor y;
+    if (kind == MaskedActivation::kReLU) {
+      y = at::relu(x);
+      save_mask(ctx, layer, encode_positive_mask(y), x);
+    } else {
+      y = at::hardtanh(x, 0, 6);
+      save_mask(ctx, layer, encode_mask(at::logical_and(x > 0, x < 6)), x);
+    }
     save_object(ctx, "layer", layer);
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, grads[0]);
-    const at::Tensor pass = load_object<CompressedTensor>(ctx, "mask").decode();
-    return {grads[0].masked_fill(pass.logical_not(), 0), at::Tensor()};
+    begin_backward(ctx, grads[0]);
+    const at::Tensor pass = load_decoded(ctx, "mask");
+    // Same values as the plain backward (+0 where the gradient is blocked).
+    return {grads[0].masked_fill(pass.logical_not(), 0), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -68,9 +54,8 @@ struct GeluFunction : torch::autograd::Function<GeluFunction> {
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, grads[0]);
-    const at::Tensor x = load_object<CompressedTensor>(ctx, "x").decode();
+    begin_backward(ctx, grads[0]);
+    const at::Tensor x = load_decoded(ctx, "x");
     return {at::gelu_backward(grads[0], x, load_object<std::string>(ctx, "approximate")), at::Tensor(), at::Tensor()};
   }
 };
@@ -83,9 +68,8 @@ struct SiluFunction : torch::autograd::Function<SiluFunction> {
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, grads[0]);
-    const at::Tensor x = load_object<CompressedTensor>(ctx, "x").decode();
+    begin_backward(ctx, grads[0]);
+    const at::Tensor x = load_decoded(ctx, "x");
     return {at::silu_backward(grads[0], x), at::Tensor()};
   }
 };
@@ -104,7 +88,7 @@ struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const double p = ctx->saved_data["p"].toDouble();
-    const at::Tensor noise = load_object<CompressedTensor>(ctx, "mask").decode().to(grads[0].scalar_type()).div_(1 - p);
+    const at::Tensor noise = load_decoded(ctx, "mask").to(grads[0].scalar_type()).div_(1 - p);
     return {grads[0] * noise, at::Tensor(), at::Tensor()};
   }
 };
@@ -118,9 +102,8 @@ struct SoftmaxFunction : torch::autograd::Function<SoftmaxFunction> {
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, grads[0]);
-    const at::Tensor y = load_object<CompressedTensor>(ctx, "y").decode();
+    begin_backward(ctx, grads[0]);
+    const at::Tensor y = load_decoded(ctx, "y");
     const int64_t dim = ctx->saved_data["dim"].toInt();
     return {at::_softmax_backward_data(grads[0].contiguous(), y, dim, y.scalar_type()), at::Tensor(), at::Tensor()};
   }
@@ -168,7 +151,7 @@ struct MaxPoolFunction : torch::autograd::Function<MaxPoolFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor& g = grads[0];
     const PoolParams& p = load_object<PoolParams>(ctx, "params");
-    const at::Tensor local = load_object<CompressedTensor>(ctx, "index").decode().to(at::kLong);
+    const at::Tensor local = load_decoded(ctx, "index").to(at::kLong);
     const int64_t width = p.input_shape.back();
     at::Tensor h0, w0;
     window_origin(g.size(-2), g.size(-1), width, p, local, &h0, &w0);
@@ -202,10 +185,6 @@ struct AvgPoolFunction : torch::autograd::Function<AvgPoolFunction> {
   }
 };
 
-void check_layer(const LayerHandle& layer, const char* what) {
-  if (!layer.controller || layer.id < 0) throw InvalidInput(c10::str(what, ": the layer has no controller"));
-}
-
 std::vector<int64_t> pair(at::IntArrayRef v, const char* what, const char* field) {
   if (v.size() == 1) return {v[0], v[0]};
   if (v.size() == 2) return v.vec();
@@ -216,12 +195,12 @@ std::vector<int64_t> pair(at::IntArrayRef v, const char* what, const char* field
 
 at::Tensor qrelu(const at::Tensor& x, const LayerHandle& layer) {
   check_layer(layer, "qrelu");
-  return ReluFunction::apply(x, layer);
+  return MaskedActivationFunction::apply(x, MaskedActivation::kReLU, layer);
 }
 
 at::Tensor qrelu6(const at::Tensor& x, const LayerHandle& layer) {
   check_layer(layer, "qrelu6");
-  return Relu6Function::apply(x, layer);
+  return MaskedActivationFunction::apply(x, MaskedActivation::kReLU6, layer);
 }
 
 at::Tensor qgelu(const at::Tensor& x, const std::string& approximate, const LayerHandle& layer) {

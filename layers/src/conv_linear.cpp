@@ -1,28 +1,18 @@
 // Convolution, linear and matmul: each saves its quantized input(s); the
 // weights are parameters and are kept as they are.
-#include <torch/torch.h>
-
-#include <c10/util/StringUtil.h>
-
-#include "actkit/core/errors.h"
 #include "actkit/layers/functional.h"
-#include "actkit/layers/saved_context.h"
+#include "autograd_common.h"
 
 namespace actkit {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-using detail::load_object;
-using detail::save_object;
+using namespace detail;
 
 int64_t product(at::IntArrayRef sizes) {
   int64_t p = 1;
   for (int64_t s : sizes) p *= s;
   return p;
 }
-
-bool defined(const c10::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 struct ConvFunction : torch::autograd::Function<ConvFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
@@ -44,9 +34,8 @@ struct ConvFunction : torch::autograd::Function<ConvFunction> {
     const at::Tensor& g = grads[0];
     const at::Tensor w = ctx->get_saved_variables()[0];
     const ConvParams& p = load_object<ConvParams>(ctx, "params");
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, g);
-    const at::Tensor x = load_object<CompressedTensor>(ctx, "x").decode();
+    begin_backward(ctx, g);
+    const at::Tensor x = load_decoded(ctx, "x");
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
     const int64_t out_channels = p.transposed ? w.size(1) * p.groups : w.size(0);
     std::vector<int64_t> bias_sizes{out_channels};
@@ -72,13 +61,12 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor& g = grads[0];
     const at::Tensor w = ctx->get_saved_variables()[0];
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, g);
+    begin_backward(ctx, g);
     at::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0)) gx = g.matmul(w);
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
     if (ctx->needs_input_grad(1)) {
-      const at::Tensor x = load_object<CompressedTensor>(ctx, "x").decode();
+      const at::Tensor x = load_decoded(ctx, "x");
       gw = g2.t().mm(x.reshape({-1, x.size(-1)}));
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = g2.sum(0);
@@ -98,18 +86,13 @@ struct MatMulFunction : torch::autograd::Function<MatMulFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor& g = grads[0];
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, g);
+    begin_backward(ctx, g);
     at::Tensor ga, gb;
-    if (ctx->needs_input_grad(0)) ga = g.matmul(load_object<CompressedTensor>(ctx, "b").decode().transpose(-1, -2));
-    if (ctx->needs_input_grad(1)) gb = load_object<CompressedTensor>(ctx, "a").decode().transpose(-1, -2).matmul(g);
+    if (ctx->needs_input_grad(0)) ga = g.matmul(load_decoded(ctx, "b").transpose(-1, -2));
+    if (ctx->needs_input_grad(1)) gb = load_decoded(ctx, "a").transpose(-1, -2).matmul(g);
     return {ga, gb, at::Tensor()};
   }
 };
-
-void check_layer(const LayerHandle& layer, const char* what) {
-  if (!layer.controller || layer.id < 0) throw InvalidInput(c10::str(what, ": the layer has no controller"));
-}
 
 }  // namespace
 

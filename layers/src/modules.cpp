@@ -2,12 +2,12 @@
 
 #include <torch/torch.h>
 
+#include "autograd_common.h"
+
 namespace actkit {
 namespace {
 
-c10::optional<at::Tensor> maybe(const at::Tensor& t) {
-  return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
-}
+using detail::as_optional;
 
 template <size_t D>
 std::vector<int64_t> vec(const torch::ExpandingArray<D>& a) {
@@ -35,7 +35,7 @@ at::Tensor QConvImpl<D, Inner>::forward(const at::Tensor& x) {
   p.dilation = vec<D>(o.dilation());
   p.output_padding.assign(D, 0);
   p.groups = o.groups();
-  return qconvolution(x, this->inner_->weight, maybe(this->inner_->bias), p, this->layer_);
+  return qconvolution(x, this->inner_->weight, as_optional(this->inner_->bias), p, this->layer_);
 }
 
 template <size_t D, typename Inner>
@@ -60,7 +60,7 @@ at::Tensor QConvTransposeImpl<D, Inner>::forward(const at::Tensor& x,
   p.transposed = true;
   p.output_padding = vec<D>(o.output_padding());
   p.groups = o.groups();
-  return qconvolution(x, this->inner_->weight, maybe(this->inner_->bias), p, this->layer_);
+  return qconvolution(x, this->inner_->weight, as_optional(this->inner_->bias), p, this->layer_);
 }
 
 template class QConvImpl<1, torch::nn::Conv1dImpl>;
@@ -72,7 +72,7 @@ template class QConvTransposeImpl<2, torch::nn::ConvTranspose2dImpl>;
 
 at::Tensor QLinearImpl::forward(const at::Tensor& x) {
   if (!compresses(x)) return plain(x);
-  return qlinear(x, inner_->weight, maybe(inner_->bias), layer_);
+  return qlinear(x, inner_->weight, as_optional(inner_->bias), layer_);
 }
 
 at::Tensor QMatMulImpl::forward(const at::Tensor& a, const at::Tensor& b) {
@@ -96,7 +96,7 @@ at::Tensor QBatchNormImpl<Inner>::forward(const at::Tensor& x) {
     }
     if (!bn.options.momentum().has_value()) momentum = 1.0 / bn.num_batches_tracked.template item<double>();
   }
-  return qbatch_norm(x, maybe(bn.weight), maybe(bn.bias), maybe(bn.running_mean), maybe(bn.running_var), momentum,
+  return qbatch_norm(x, as_optional(bn.weight), as_optional(bn.bias), as_optional(bn.running_mean), as_optional(bn.running_var), momentum,
                      bn.options.eps(), this->layer_);
 }
 
@@ -105,7 +105,7 @@ template class QBatchNormImpl<torch::nn::BatchNorm2dImpl>;
 
 at::Tensor QLayerNormImpl::forward(const at::Tensor& x) {
   if (!compresses(x)) return plain(x);
-  return qlayer_norm(x, inner_->options.normalized_shape(), maybe(inner_->weight), maybe(inner_->bias),
+  return qlayer_norm(x, inner_->options.normalized_shape(), as_optional(inner_->weight), as_optional(inner_->bias),
                      inner_->options.eps(), layer_);
 }
 

@@ -1,20 +1,12 @@
 // Batch norm and layer norm: save the quantized input plus the small
 // per-channel / per-row statistics the ATen backward needs.
-#include <torch/torch.h>
-
-#include <c10/util/StringUtil.h>
-
-#include "actkit/core/errors.h"
 #include "actkit/layers/functional.h"
-#include "actkit/layers/saved_context.h"
+#include "autograd_common.h"
 
 namespace actkit {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-using detail::load_object;
-using detail::save_object;
+using namespace detail;
 
 at::Tensor or_undefined(const c10::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); }
 
@@ -35,12 +27,11 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor& g = grads[0];
     const auto saved = ctx->get_saved_variables();
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, g);
-    const at::Tensor x = load_object<CompressedTensor>(ctx, "x").decode();
+    begin_backward(ctx, g);
+    const at::Tensor x = load_decoded(ctx, "x");
     const at::Tensor& weight = saved[0];
     auto [gx, gw, gb] = at::native_batch_norm_backward(
-        g.contiguous(), x, weight.defined() ? c10::optional<at::Tensor>(weight) : c10::nullopt, c10::nullopt,
+        g.contiguous(), x, as_optional(weight), c10::nullopt,
         c10::nullopt, saved[1], saved[2], /*train=*/true, ctx->saved_data["eps"].toDouble(),
         {ctx->needs_input_grad(0), weight.defined() && ctx->needs_input_grad(1),
          weight.defined() && ctx->needs_input_grad(2)});
@@ -63,15 +54,14 @@ struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor& g = grads[0];
     const auto saved = ctx->get_saved_variables();
-    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
-    layer.controller->record_gradient(layer.id, g);
-    const at::Tensor x = load_object<CompressedTensor>(ctx, "x").decode();
+    begin_backward(ctx, g);
+    const at::Tensor x = load_decoded(ctx, "x");
     const at::Tensor& weight = saved[0];
     const at::Tensor& bias = saved[1];
     auto [gx, gw, gb] = at::native_layer_norm_backward(
         g.contiguous(), x, load_object<std::vector<int64_t>>(ctx, "shape"), saved[2], saved[3],
-        weight.defined() ? c10::optional<at::Tensor>(weight) : c10::nullopt,
-        bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt,
+        as_optional(weight),
+        as_optional(bias),
         // needs_input_grad counts tensor arguments only: x, then weight and
         // bias when present.
         {ctx->needs_input_grad(0), weight.defined() && ctx->needs_input_grad(1),
@@ -79,10 +69,6 @@ struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
     return {gx, at::Tensor(), gw, gb, at::Tensor(), at::Tensor()};
   }
 };
-
-void check_layer(const LayerHandle& layer, const char* what) {
-  if (!layer.controller || layer.id < 0) throw InvalidInput(c10::str(what, ": the layer has no controller"));
-}
 
 }  // namespace
 

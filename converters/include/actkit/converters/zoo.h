@@ -65,10 +65,10 @@ std::shared_ptr<ZooModel> make_model(const std::string& name, const ModelOptions
 // Names make_model() accepts.
 std::vector<std::string> model_names();
 
-// Cross entropy of logits (M, V) against targets (M) whose backward
-// recomputes the softmax from the logits instead of keeping a (M, V)
-// log-softmax alive: exact, and the memory-lean choice for large
-// vocabularies. Used by ZooModel::loss at every level.
+// Mean cross entropy of logits (M, V) against targets (M); targets of -100
+// are ignored. Backward recomputes the softmax from the logits instead of
+// keeping a (M, V) log-softmax alive: exact, and the memory-lean choice for
+// large vocabularies. Used by ZooModel::loss at every level.
 at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets);
 
 }  // namespace actkit
