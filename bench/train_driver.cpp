@@ -5,6 +5,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/converters/convert.h"
@@ -73,6 +74,8 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   r.train_examples = train.images.size(0);
   r.test_examples = test.images.size(0);
   const int64_t steps_per_epoch = (r.train_examples + c.batch - 1) / c.batch;
+  const int64_t total_steps = steps_per_epoch * c.epochs;
+  auto& sgd_options = static_cast<torch::optim::SGDOptions&>(opt.param_groups()[0].options());
   double timed_ms = 0;
   int64_t timed_steps = 0;
   tracker.reset_peak();
@@ -84,6 +87,9 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
       const at::Tensor idx = order.narrow(0, begin, std::min(c.batch, r.train_examples - begin));
       const at::Tensor x = train.images.index_select(0, idx);
       const at::Tensor y = train.labels.index_select(0, idx);
+      // Cosine decay to zero: the final model, and so the reported accuracy,
+      // does not hinge on the noise of the last few steps.
+      sgd_options.lr(c.lr * 0.5 * (1 + std::cos(M_PI * double(r.steps) / double(total_steps))));
       const auto t0 = std::chrono::steady_clock::now();
       opt.zero_grad();
       const int64_t before = tracker.current_bytes();

@@ -16,7 +16,7 @@ struct TrainConfig {
   int64_t batch = 64;
   uint64_t seed = 0;
   int64_t train_limit = 0;  // first N training examples; 0 = all
-  double lr = 0.05;         // SGD with momentum 0.9
+  double lr = 0.05;         // SGD, momentum 0.9, cosine decay to 0 over the run
 };
 
 struct TrainProgress {

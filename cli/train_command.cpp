@@ -109,7 +109,7 @@ void add_train_command(CLI::App& app) {
   train->add_option("--train-limit", c.train_limit, "Use the first N training examples (0 = all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  train->add_option("--lr", c.lr, "SGD learning rate (momentum 0.9)")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--lr", c.lr, "Initial SGD learning rate (momentum 0.9, cosine decay)")->check(CLI::PositiveNumber)->capture_default_str();
   train->add_option("--json", a->json_path, "Also write the results as JSON to this file");
   train->add_flag("!--no-compare", a->compare, "Skip the L0 memory comparison step");
   train->callback([a] { run_train(*a); });
