@@ -160,9 +160,14 @@ std::vector<uint8_t> allocate_bits_greedy(const std::vector<BitItem>& items, dou
   // cheap one) and re-balancing the others recovers those multi-item
   // exchanges. A fixed number of candidates and rounds keeps the whole
   // O(n log n).
+  // With many items each one is a tiny part of the budget and the plain
+  // greedy is already within rounding of the optimum; the exchange steps
+  // (kCandidates * kRounds descents) would only cost time there.
   constexpr size_t kCandidates = 16;
   constexpr int kRounds = 4;
-  for (int round = 0; round < kRounds; ++round) {
+  constexpr size_t kExchangeMaxItems = 4096;
+  const int rounds = items.size() <= kExchangeMaxItems ? kRounds : 0;
+  for (int round = 0; round < rounds; ++round) {
     bool improved = false;
     auto consider = [&](Allocation&& trial) {
       if (trial.used > budget) return;

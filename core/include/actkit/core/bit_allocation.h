@@ -21,8 +21,11 @@ double variance_at(double sensitivity, int bits);
 double allocation_variance(const std::vector<BitItem>& items, const std::vector<uint8_t>& bits);
 
 // Greedy allocation with a binary heap: every item starts at `max_bits` and
-// the move that adds the least variance per bit saved is applied until the
-// budget holds; O(n log n) for n items. Items never go below `min_bits`; if
+// the move that adds the least variance per bit still needed is applied
+// until the budget holds, then leftover bits are spent where they remove the
+// most variance; O(n log n) for n items. Up to 4096 items, a few exchange
+// rounds (force one item up or down, re-balance the rest) recover most of
+// the knapsack granularity loss of small instances. Items never go below `min_bits`; if
 // even that exceeds the budget, all items get min_bits. Throws InvalidInput
 // for a negative sensitivity, non-positive dim or bad bit bounds.
 std::vector<uint8_t> allocate_bits_greedy(const std::vector<BitItem>& items, double budget, int min_bits = 1,
