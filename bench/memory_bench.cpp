@@ -17,6 +17,10 @@ int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() *
 
 }  // namespace
 
+int64_t activation_bytes(int64_t before, int64_t ready, const at::Tensor& output, const at::Tensor& loss) {
+  return ready - before - bytes_of(output) - bytes_of(loss);
+}
+
 std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
   if (config.batch < 1 || config.length < 1) throw InvalidInput("memory: batch and length must be >= 1");
   if (config.steps < 1) throw InvalidInput("memory: steps must be >= 1");
@@ -47,7 +51,7 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
       at::Tensor output = model->forward(input);
       at::Tensor loss = model->loss(input, output, labels);
       const int64_t ready = tracker.current_bytes();
-      if (step == 0) m.activation_bytes = ready - before - bytes_of(output) - bytes_of(loss);
+      if (step == 0) m.activation_bytes = activation_bytes(before, ready, output, loss);
       output = at::Tensor();  // the graph keeps what backward needs
       loss.backward();
       opt.step();

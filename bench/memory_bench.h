@@ -31,6 +31,11 @@ struct MemoryBenchConfig {
   int steps = 2;  // timed steps per level after one warm-up step
 };
 
+// Activation memory as ActNN measures it: bytes held right before backward
+// (`ready`) minus bytes held before forward (`before`), minus the output and
+// loss tensors themselves.
+int64_t activation_bytes(int64_t before, int64_t ready, const at::Tensor& output, const at::Tensor& loss);
+
 // Builds the model once per level (same seed, so same weights and inputs),
 // converts it, and measures training steps on the CPU with the tracking
 // allocator installed. Throws InvalidInput for an unknown model or level, or

@@ -12,11 +12,10 @@
 #include "actkit/converters/zoo.h"
 #include "actkit/core/errors.h"
 #include "fashion_mnist.h"
+#include "memory_bench.h"
 
 namespace actkit::bench {
 namespace {
-
-int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
 
 double accuracy(ZooModel& model, const ImageDataset& test) {
   torch::NoGradGuard no_grad;
@@ -95,7 +94,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
       const int64_t before = tracker.current_bytes();
       at::Tensor out = model->forward(x);
       at::Tensor loss = model->loss(x, out, y);
-      if (r.steps == 0) r.activation_bytes = tracker.current_bytes() - before - bytes_of(out) - bytes_of(loss);
+      if (r.steps == 0) r.activation_bytes = activation_bytes(before, tracker.current_bytes(), out, loss);
       out = at::Tensor();
       loss.backward();
       opt.step();

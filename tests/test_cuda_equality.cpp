@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
 #include "test_util.h"
@@ -15,16 +16,8 @@ using actkit::test::payload_bytes;
 
 namespace {
 
-bool have_cuda() {
-#if defined(ACTKIT_WITH_CUDA)
-  return at::hasCUDA();
-#else
-  return false;
-#endif
-}
-
 #define REQUIRE_CUDA() \
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device or CUDA-less build"
+  if (!actkit::cuda_available()) GTEST_SKIP() << "no CUDA device or CUDA-less build"
 
 }  // namespace
 

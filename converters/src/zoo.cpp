@@ -49,6 +49,10 @@ at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targe
   return FusedCrossEntropy::apply(logits, targets);
 }
 
+at::Tensor ZooModel::example_input(int64_t batch, int64_t size) const {
+  return at::randn({batch, in_channels_, size, size});
+}
+
 at::Tensor ZooModel::example_labels(const at::Tensor& input) const {
   if (task_ == Task::kLanguageModel) return at::Tensor();
   return at::randint(0, num_classes_, {input.size(0)}, at::kLong);

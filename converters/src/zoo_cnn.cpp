@@ -92,12 +92,12 @@ class ResNetImpl : public ZooModel {
  public:
   ResNetImpl(const std::string& name, std::vector<int64_t> blocks, const ModelOptions& o, int64_t base_width = 64)
       : ZooModel(name, Task::kClassification), base_width_(base_width), small_(small_images(o)),
-        in_channels_(o.in_channels),
         conv1_(add_slot("conv1", small_ ? conv(o.in_channels, 64, 3, 1, 1) : conv(o.in_channels, 64, 7, 2, 3))),
         bn1_(add_slot("bn1", nn::BatchNorm2d(64))),
         relu_(add_slot("relu", nn::ReLU(nn::ReLUOptions(true)))),
         maxpool_(add_slot("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)))) {
     num_classes_ = o.num_classes;
+    in_channels_ = o.in_channels;
     layers_.push_back(register_module("layer1", make_layer(64, blocks[0], 1)));
     layers_.push_back(register_module("layer2", make_layer(128, blocks[1], 2)));
     layers_.push_back(register_module("layer3", make_layer(256, blocks[2], 2)));
@@ -111,10 +111,6 @@ class ResNetImpl : public ZooModel {
     if (!small_) out = maxpool_.forward(out);
     for (auto& layer : layers_) out = layer->forward(out);
     return fc_->forward(avgpool_->forward(out).flatten(1));
-  }
-
-  at::Tensor example_input(int64_t batch, int64_t size) const override {
-    return at::randn({batch, in_channels_, size, size});
   }
 
  private:
@@ -136,7 +132,6 @@ class ResNetImpl : public ZooModel {
   int64_t inplanes_ = 64;
   int64_t base_width_;
   bool small_;
-  int64_t in_channels_;
   nn::AnyModule &conv1_, &bn1_, &relu_, &maxpool_;
   std::vector<nn::Sequential> layers_;
   nn::AdaptiveAvgPool2d avgpool_{nullptr};
@@ -148,8 +143,9 @@ class ResNetImpl : public ZooModel {
 class VGGImpl : public ZooModel {
  public:
   VGGImpl(const std::string& name, const std::vector<int64_t>& cfg, const ModelOptions& o)
-      : ZooModel(name, Task::kClassification), in_channels_(o.in_channels) {
+      : ZooModel(name, Task::kClassification) {
     num_classes_ = o.num_classes;
+    in_channels_ = o.in_channels;
     int64_t channels = o.in_channels;
     int64_t size = o.image_size;
     for (int64_t v : cfg) {
@@ -178,12 +174,7 @@ class VGGImpl : public ZooModel {
     return classifier_->forward(avgpool_->forward(features_->forward(x)).flatten(1));
   }
 
-  at::Tensor example_input(int64_t batch, int64_t size) const override {
-    return at::randn({batch, in_channels_, size, size});
-  }
-
  private:
-  int64_t in_channels_;
   nn::Sequential features_;
   nn::AdaptiveAvgPool2d avgpool_{nullptr};
   nn::Sequential classifier_{nullptr};
@@ -235,8 +226,9 @@ TORCH_MODULE(DenseBlock);
 class DenseNetImpl : public ZooModel {
  public:
   DenseNetImpl(const std::string& name, int64_t growth, std::vector<int64_t> blocks, int64_t init, const ModelOptions& o)
-      : ZooModel(name, Task::kClassification), in_channels_(o.in_channels) {
+      : ZooModel(name, Task::kClassification) {
     num_classes_ = o.num_classes;
+    in_channels_ = o.in_channels;
     const bool small = small_images(o);
     features_->push_back("conv0", small ? conv(o.in_channels, init, 3, 1, 1) : conv(o.in_channels, init, 7, 2, 3));
     features_->push_back("norm0", nn::BatchNorm2d(init));
@@ -267,12 +259,7 @@ class DenseNetImpl : public ZooModel {
     return classifier_->forward(at::adaptive_avg_pool2d(f, {1, 1}).flatten(1));
   }
 
-  at::Tensor example_input(int64_t batch, int64_t size) const override {
-    return at::randn({batch, in_channels_, size, size});
-  }
-
  private:
-  int64_t in_channels_;
   nn::Sequential features_;
   nn::AnyModule* relu_ = nullptr;
   nn::AnyModule* classifier_ = nullptr;
@@ -308,8 +295,9 @@ TORCH_MODULE(InvertedResidual);
 class MobileNetV2Impl : public ZooModel {
  public:
   MobileNetV2Impl(const std::string& name, const ModelOptions& o)
-      : ZooModel(name, Task::kClassification), in_channels_(o.in_channels) {
+      : ZooModel(name, Task::kClassification) {
     num_classes_ = o.num_classes;
+    in_channels_ = o.in_channels;
     // t (expansion), c (channels), n (repeats), s (stride of the first)
     const int64_t settings[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
                                     {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
@@ -330,12 +318,7 @@ class MobileNetV2Impl : public ZooModel {
     return classifier_->forward(at::adaptive_avg_pool2d(features_->forward(x), {1, 1}).flatten(1));
   }
 
-  at::Tensor example_input(int64_t batch, int64_t size) const override {
-    return at::randn({batch, in_channels_, size, size});
-  }
-
  private:
-  int64_t in_channels_;
   nn::Sequential features_;
   nn::Sequential classifier_{nullptr};
 };

@@ -191,8 +191,9 @@ class BertImpl : public ZooModel {
 class ViTImpl : public ZooModel {
  public:
   ViTImpl(const std::string& name, const ModelOptions& o)
-      : ZooModel(name, Task::kClassification), in_channels_(o.in_channels), patch_(o.patch_size) {
+      : ZooModel(name, Task::kClassification), patch_(o.patch_size) {
     num_classes_ = o.num_classes;
+    in_channels_ = o.in_channels;
     if (o.image_size % o.patch_size != 0) {
       throw InvalidInput(c10::str("vit: image size ", o.image_size, " is not a multiple of the patch size ",
                                   o.patch_size));
@@ -216,12 +217,8 @@ class ViTImpl : public ZooModel {
     return head_->forward(x.select(1, 0));
   }
 
-  at::Tensor example_input(int64_t batch, int64_t size) const override {
-    return at::randn({batch, in_channels_, size, size});
-  }
-
  private:
-  int64_t in_channels_, patch_;
+  int64_t patch_;
   nn::AnyModule* conv_proj_ = nullptr;
   at::Tensor class_token_, pos_embedding_;
   nn::AnyModule* drop_ = nullptr;

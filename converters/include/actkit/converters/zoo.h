@@ -39,8 +39,8 @@ class ZooModel : public SwappableModule {
   virtual at::Tensor forward(const at::Tensor& input) = 0;
   Task task() const { return task_; }
   // A random input batch: images (N, C, S, S) for image models, token ids
-  // (N, T) for token models (`length` is S or T).
-  virtual at::Tensor example_input(int64_t batch, int64_t length) const = 0;
+  // (N, T) for token models (`length` is S or T). Token models override it.
+  virtual at::Tensor example_input(int64_t batch, int64_t length) const;
   // Random labels for `input` (classes for classification; unused by LM).
   at::Tensor example_labels(const at::Tensor& input) const;
   // The training loss: cross entropy of `output` against `labels`
@@ -50,6 +50,7 @@ class ZooModel : public SwappableModule {
 
  protected:
   int64_t num_classes_ = 0;
+  int64_t in_channels_ = 0;  // image models: channels of example_input()
 
  private:
   Task task_;
