@@ -7,7 +7,7 @@ install(TARGETS actkit EXPORT actkitTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY core/include/ kernels/include/ layers/include/ converters/include/ allocator/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+install(DIRECTORY core/include/ kernels/include/ layers/include/ converters/include/ allocator/include/ swap/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
 install(FILES ${PROJECT_BINARY_DIR}/include/actkit/core/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actkit/core)

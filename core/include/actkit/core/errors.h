@@ -26,4 +26,25 @@ class FormatError : public Error {
   using Error::Error;
 };
 
+// A file operation failed: the message names the file, the key or request
+// and the system error (ENOSPC, EIO, a short read or write, ...). What was
+// stored before the failed operation is still intact.
+class IoError : public Error {
+ public:
+  IoError(const std::string& what, int error_number) : Error(what), errno_(error_number) {}
+  // errno of the failure; 0 for a short transfer or a checksum mismatch.
+  int error_number() const { return errno_; }
+
+ private:
+  int errno_;
+};
+
+// An allocator refused a request because it would exceed its budget. The
+// max-batch search catches exactly this type (and c10::OutOfMemoryError for
+// real device memory).
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace actkit

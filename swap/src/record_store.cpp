@@ -1,0 +1,422 @@
+#include "actkit/swap/record_store.h"
+
+#include <unistd.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "actkit/core/checksum.h"
+#include "actkit/core/errors.h"
+
+namespace actkit {
+namespace {
+
+constexpr uint64_t kMagic = 0x44524f4345524b41ull;  // "AKRECORD", little-endian
+constexpr uint16_t kVersion = 1;
+constexpr uint16_t kTombstone = 1;
+constexpr size_t kHeaderBytes = 64;
+constexpr size_t kMaxKey = 4000;  // a tombstone (header + key) fits one 4 KiB block
+
+// On-disk header, little-endian (every supported target is).
+struct RecordHeader {
+  uint64_t magic;
+  uint16_t version;
+  uint16_t flags;
+  uint32_t key_len;
+  uint64_t payload_len;
+  uint64_t sequence;
+  uint32_t body_crc;    // CRC-32C of key then payload
+  uint32_t header_crc;  // CRC-32C of the 36 bytes above
+  uint8_t reserved[24];
+};
+static_assert(sizeof(RecordHeader) == kHeaderBytes, "record header is 64 bytes");
+constexpr size_t kHeaderCrcSpan = offsetof(RecordHeader, header_crc);
+
+uint64_t extent_for(uint64_t key_len, uint64_t payload_len) {
+  return round_up_io(kHeaderBytes + key_len + payload_len);
+}
+
+// Parses a header; false if the bytes are not one (free space, garbage, a
+// header torn mid-write).
+bool parse_header(const uint8_t* p, RecordHeader* h) {
+  std::memcpy(h, p, sizeof(*h));
+  if (h->magic != kMagic || h->version != kVersion) return false;
+  if (crc32c(p, kHeaderCrcSpan) != h->header_crc) return false;
+  if (h->key_len == 0 || h->key_len > kMaxKey) return false;
+  return h->payload_len <= (uint64_t(1) << 48);
+}
+
+void check_key(const std::string& key) {
+  if (key.empty() || key.size() > kMaxKey) {
+    throw InvalidInput(c10::str("record keys must be 1..", kMaxKey, " bytes, got ", key.size()));
+  }
+}
+
+// pread until `len` bytes or end of file; returns the bytes read.
+size_t read_fully(const IoFile& f, uint8_t* into, size_t len, uint64_t offset) {
+  size_t got = 0;
+  while (got < len) {
+    const ssize_t r = ::pread(f.fd(), into + got, len - got, off_t(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw IoError(c10::str("cannot read ", f.path(), " at offset ", offset + got, ": ", std::strerror(errno)), errno);
+    if (r == 0) break;
+    got += size_t(r);
+  }
+  return got;
+}
+
+}  // namespace
+
+RecordStore::RecordStore(const std::string& path, std::shared_ptr<IoEngine> engine)
+    : engine_(std::move(engine)), file_(IoFile::open(path, /*create=*/true)) {
+  if (!engine_) throw InvalidInput("RecordStore needs an I/O engine");
+  recover();
+  file_id_ = engine_->add_file(file_.fd(), file_.direct(), file_.path());
+}
+
+RecordStore::~RecordStore() {
+  std::vector<IoTicket> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, op] : ops_) open.push_back(id);
+  }
+  for (IoTicket t : open) {
+    try {
+      wait(t);
+    } catch (const std::exception&) {
+      // The caller never asked; the old record of that key is intact.
+    }
+  }
+  std::vector<std::string> pf;
+  for (auto& [key, p] : prefetched_) pf.push_back(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& k : pf) drop_prefetch_locked(k);
+  engine_->remove_file(file_id_);
+}
+
+void RecordStore::recover() {
+  const uint64_t size = file_.size();
+  AlignedBuffer block(kIoAlignment);
+  std::vector<TornRecord> torn;
+  uint64_t off = 0;
+  while (off + kHeaderBytes <= size) {
+    RecordHeader h{};
+    if (read_fully(file_, block.data(), kIoAlignment, off) < kHeaderBytes || !parse_header(block.data(), &h)) {
+      off += kIoAlignment;  // free space or a header that never made it
+      continue;
+    }
+    std::string key(reinterpret_cast<const char*>(block.data()) + kHeaderBytes,
+                     std::min<size_t>(h.key_len, kIoAlignment - kHeaderBytes));
+    const uint64_t length = extent_for(h.key_len, h.payload_len);
+    if (kHeaderBytes + h.key_len + h.payload_len > size - off) {
+      torn.push_back({off, key, h.sequence, false, "file ends inside the record"});
+      break;  // everything after this header was this record
+    }
+    AlignedBuffer image(length);
+    read_fully(file_, image.data(), length, off);
+    key.assign(reinterpret_cast<const char*>(image.data()) + kHeaderBytes, h.key_len);
+    if (crc32c(image.data() + kHeaderBytes, h.key_len + h.payload_len) != h.body_crc) {
+      torn.push_back({off, key, h.sequence, false, "checksum mismatch"});
+    } else {
+      Entry e{{off, length}, h.payload_len, h.sequence, (h.flags & kTombstone) != 0};
+      auto it = index_.find(key);
+      if (it == index_.end() || it->second.sequence < e.sequence) index_[key] = e;
+    }
+    sequence_ = std::max(sequence_, h.sequence);
+    off += length;
+  }
+  // Space not held by a winning record is free.
+  std::vector<Extent> used;
+  for (auto& [key, e] : index_) used.push_back(e.extent);
+  std::sort(used.begin(), used.end(), [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
+  uint64_t cursor = 0;
+  for (const Extent& e : used) {
+    if (e.offset > cursor) release_locked({cursor, e.offset - cursor});
+    cursor = e.offset + e.length;
+  }
+  end_ = std::max(cursor, round_up_io(size));
+  if (end_ > cursor) release_locked({cursor, end_ - cursor});
+  for (TornRecord& t : torn) {
+    auto it = index_.find(t.key);
+    t.superseded = it != index_.end() && it->second.sequence > t.sequence;
+  }
+  torn_ = std::move(torn);
+  for (auto& [key, e] : index_) {
+    if (e.tombstone) continue;
+    ++stats_.records;
+    stats_.payload_bytes += int64_t(e.payload_len);
+  }
+}
+
+RecordStore::Extent RecordStore::allocate_locked(uint64_t length) {
+  // Best fit among free extents; ties go to the lowest address.
+  auto best = free_.end();
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second >= length && (best == free_.end() || it->second < best->second)) best = it;
+  }
+  if (best == free_.end()) {
+    // Grow the file, reusing a free extent that ends at the end of file.
+    uint64_t start = end_;
+    if (!free_.empty()) {
+      auto last = std::prev(free_.end());
+      if (last->first + last->second == end_) {
+        start = last->first;
+        free_.erase(last);
+      }
+    }
+    end_ = start + length;
+    return {start, length};
+  }
+  const Extent e{best->first, length};
+  const uint64_t rest = best->second - length;
+  free_.erase(best);
+  if (rest > 0) free_[e.offset + length] = rest;
+  return e;
+}
+
+void RecordStore::release_locked(Extent e) {
+  if (e.length == 0) return;
+  auto next = free_.lower_bound(e.offset);
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == e.offset) {  // merge with the extent before
+      e.offset = prev->first;
+      e.length += prev->second;
+      free_.erase(prev);
+    }
+  }
+  if (next != free_.end() && e.offset + e.length == next->first) {  // and after
+    e.length += next->second;
+    free_.erase(next);
+  }
+  free_[e.offset] = e.length;
+}
+
+IoTicket RecordStore::write(const std::string& key, const void* data, size_t len) {
+  check_key(key);
+  if (len > 0 && data == nullptr) throw InvalidInput(c10::str("write of '", key, "': no data"));
+  std::lock_guard<std::mutex> lock(mu_);
+  return issue_write_locked(key, data, len, false);
+}
+
+IoTicket RecordStore::issue_write_locked(const std::string& key, const void* data, size_t len, bool tombstone) {
+  drop_prefetch_locked(key);
+  const uint64_t length = extent_for(key.size(), len);
+  auto image = std::make_shared<AlignedBuffer>(length);
+  uint8_t* p = image->data();
+  std::memcpy(p + kHeaderBytes, key.data(), key.size());
+  if (len > 0) std::memcpy(p + kHeaderBytes + key.size(), data, len);
+  std::memset(p + kHeaderBytes + key.size() + len, 0, length - kHeaderBytes - key.size() - len);
+  RecordHeader h{};
+  h.magic = kMagic;
+  h.version = kVersion;
+  h.flags = tombstone ? kTombstone : 0;
+  h.key_len = uint32_t(key.size());
+  h.payload_len = len;
+  h.sequence = ++sequence_;
+  h.body_crc = crc32c(p + kHeaderBytes, key.size() + len);
+  h.header_crc = crc32c(&h, kHeaderCrcSpan);
+  std::memcpy(p, &h, sizeof(h));
+
+  Op op;
+  op.is_write = true;
+  op.key = key;
+  op.entry = Entry{allocate_locked(length), len, h.sequence, tombstone};
+  op.staging = image;
+  try {
+    op.io = engine_->write(file_id_, op.entry.extent.offset, p, length, key);
+  } catch (...) {
+    release_locked(op.entry.extent);
+    throw;
+  }
+  unfinished_[key] = image;
+  ++stats_.writes;
+  const IoTicket id = next_op_++;
+  ops_.emplace(id, std::move(op));
+  return id;
+}
+
+IoTicket RecordStore::read(const std::string& key, void* into, size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Op op;
+  op.key = key;
+  op.into = into;
+  auto pending = unfinished_.find(key);
+  if (pending != unfinished_.end()) {
+    // Read your own write: the record image is still in memory.
+    RecordHeader h{};
+    std::memcpy(&h, pending->second->data(), sizeof(h));
+    if (h.flags & kTombstone) throw InvalidInput(c10::str("no record '", key, "' in ", path()));
+    if (capacity < h.payload_len) {
+      throw InvalidInput(c10::str("read of '", key, "': buffer of ", capacity, " bytes for ", h.payload_len));
+    }
+    if (h.payload_len > 0) std::memcpy(into, pending->second->data() + kHeaderBytes + key.size(), h.payload_len);
+    op.served = h.payload_len;
+  } else {
+    auto it = index_.find(key);
+    if (it == index_.end() || it->second.tombstone) throw InvalidInput(c10::str("no record '", key, "' in ", path()));
+    const Entry& e = it->second;
+    if (capacity < e.payload_len) {
+      throw InvalidInput(c10::str("read of '", key, "': buffer of ", capacity, " bytes for ", e.payload_len));
+    }
+    op.entry = e;
+    auto pf = prefetched_.find(key);
+    if (pf != prefetched_.end() && pf->second.entry.sequence == e.sequence) {
+      op.staging = pf->second.staging;
+      op.io = pf->second.io;
+      prefetched_.erase(pf);
+    } else {
+      op.staging = std::make_shared<AlignedBuffer>(e.extent.length);
+      op.io = engine_->read(file_id_, e.extent.offset, op.staging->data(), e.extent.length, key);
+    }
+  }
+  ++stats_.reads;
+  const IoTicket id = next_op_++;
+  ops_.emplace(id, std::move(op));
+  return id;
+}
+
+const uint8_t* RecordStore::verify_image(const AlignedBuffer& image, const std::string& key, const Entry& e) const {
+  RecordHeader h{};
+  const bool header_ok = parse_header(image.data(), &h);
+  const bool same = header_ok && h.sequence == e.sequence && h.payload_len == e.payload_len &&
+                    h.key_len == key.size() && std::memcmp(image.data() + kHeaderBytes, key.data(), key.size()) == 0;
+  if (!same || crc32c(image.data() + kHeaderBytes, key.size() + e.payload_len) != h.body_crc) {
+    throw FormatError(c10::str("record '", key, "' at offset ", e.extent.offset, " in ", path(),
+                               " is corrupt (", !same ? "header does not match the index" : "checksum mismatch", ")"));
+  }
+  return image.data() + kHeaderBytes + key.size();
+}
+
+size_t RecordStore::wait(IoTicket ticket) {
+  Op op;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ops_.find(ticket);
+    if (it == ops_.end()) throw InvalidInput(c10::str("unknown store ticket ", ticket));
+    op = std::move(it->second);
+    ops_.erase(it);
+  }
+  if (op.io == 0) return op.served;  // served from memory
+  try {
+    engine_->wait(op.io);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (op.is_write) {
+      release_locked(op.entry.extent);  // the old record stays the current one
+      auto u = unfinished_.find(op.key);
+      if (u != unfinished_.end() && u->second == op.staging) unfinished_.erase(u);
+    }
+    throw;
+  }
+  if (!op.is_write) {
+    const uint8_t* payload = verify_image(*op.staging, op.key, op.entry);
+    if (op.entry.payload_len > 0) std::memcpy(op.into, payload, op.entry.payload_len);
+    return op.entry.payload_len;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto u = unfinished_.find(op.key);
+  if (u != unfinished_.end() && u->second == op.staging) unfinished_.erase(u);
+  auto it = index_.find(op.key);
+  if (it != index_.end() && it->second.sequence > op.entry.sequence) {
+    release_locked(op.entry.extent);  // a newer write finished first
+    return 0;
+  }
+  if (it != index_.end()) {
+    if (!it->second.tombstone) {
+      --stats_.records;
+      stats_.payload_bytes -= int64_t(it->second.payload_len);
+    }
+    release_locked(it->second.extent);
+  }
+  if (!op.entry.tombstone) {
+    ++stats_.records;
+    stats_.payload_bytes += int64_t(op.entry.payload_len);
+  }
+  index_[op.key] = op.entry;
+  return 0;
+}
+
+std::vector<uint8_t> RecordStore::get(const std::string& key) {
+  std::vector<uint8_t> out(size_of(key));
+  const size_t n = wait(read(key, out.data(), out.size()));
+  out.resize(n);
+  return out;
+}
+
+void RecordStore::prefetch(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& key : keys) {
+    auto it = index_.find(key);
+    if (it == index_.end() || it->second.tombstone || prefetched_.count(key) || unfinished_.count(key)) continue;
+    Prefetched p;
+    p.entry = it->second;
+    p.staging = std::make_shared<AlignedBuffer>(p.entry.extent.length);
+    p.io = engine_->read(file_id_, p.entry.extent.offset, p.staging->data(), p.entry.extent.length, key);
+    prefetched_.emplace(key, std::move(p));
+  }
+}
+
+void RecordStore::drop_prefetch_locked(const std::string& key) {
+  auto it = prefetched_.find(key);
+  if (it == prefetched_.end()) return;
+  try {
+    engine_->wait(it->second.io);  // the buffer must outlive the transfer
+  } catch (const IoError&) {
+    // Nobody reads it any more.
+  }
+  prefetched_.erase(it);
+}
+
+bool RecordStore::contains(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  return it != index_.end() && !it->second.tombstone;
+}
+
+size_t RecordStore::size_of(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end() || it->second.tombstone) throw InvalidInput(c10::str("no record '", key, "' in ", path()));
+  return it->second.payload_len;
+}
+
+std::vector<std::string> RecordStore::keys() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (auto& [key, e] : index_) {
+    if (!e.tombstone) out.push_back(key);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void RecordStore::erase(const std::string& key) {
+  IoTicket t;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end() || it->second.tombstone) throw InvalidInput(c10::str("no record '", key, "' in ", path()));
+    t = issue_write_locked(key, nullptr, 0, /*tombstone=*/true);
+  }
+  wait(t);
+}
+
+void RecordStore::flush() {
+  if (::fdatasync(file_.fd()) != 0) {
+    throw IoError(c10::str("fdatasync of ", path(), " failed: ", std::strerror(errno)), errno);
+  }
+}
+
+RecordStoreStats RecordStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  RecordStoreStats s = stats_;
+  s.file_bytes = int64_t(end_);
+  for (auto& [off, len] : free_) s.free_bytes += int64_t(len);
+  return s;
+}
+
+}  // namespace actkit
