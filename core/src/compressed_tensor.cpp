@@ -1,4 +1,5 @@
 #include "actkit/core/compressed_tensor.h"
+#include "actkit/core/saved_activation.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -172,5 +173,17 @@ CompressedTensor CompressedTensor::to(at::Device device) const {
   if (!defined()) throw InvalidInput("to: the CompressedTensor is empty");
   return CompressedTensor(meta_, payload_.to(device));
 }
+
+}  // namespace actkit
+
+namespace actkit {
+
+CompressedTensor SavedActivation::load() const {
+  if (swapped_) return swapped_->load();
+  if (!in_memory_.defined()) throw InvalidInput("load of an empty saved activation");
+  return in_memory_;
+}
+
+int64_t SavedActivation::byte_size() const { return swapped_ ? swapped_->byte_size() : in_memory_.byte_size(); }
 
 }  // namespace actkit

@@ -8,6 +8,7 @@
 #include "actkit/core/bit_allocation.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
+#include "actkit/swap/activation_swapper.h"
 
 namespace actkit {
 namespace {
@@ -51,11 +52,10 @@ const char* to_string(LayerKind kind) {
 
 Controller::Controller(LevelConfig config, uint64_t seed) : config_(std::move(config)), seed_(seed) {
   config_ = with_overrides(config_, {});  // validates
-  if (config_.swap != SwapTarget::kNone || config_.defrag_allocator) {
-    throw InvalidInput(c10::str(config_.level, ": swapping (L4) and the defragmenting allocator (L5) are not in ",
-                                "this release; use L3, or swap=none,defrag=false"));
-  }
+  if (config_.swap != SwapTarget::kNone) swapper_ = std::make_unique<ActivationSwapper>(config_);
 }
+
+Controller::~Controller() = default;
 
 int Controller::register_layer(const std::string& name, LayerKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -102,29 +102,40 @@ double Controller::layer_bits(int layer) const {
   return layer_at(layer).bits;
 }
 
-bool Controller::lookup_shared(const at::Tensor& x, CompressedTensor* out) {
+bool Controller::lookup_shared(const at::Tensor& x, SavedActivation* out) {
   auto it = shared_.find(x.unsafeGetTensorImpl());
   if (it == shared_.end()) return false;
   const SharedEntry& e = it->second;
   auto source = e.source.lock();
-  auto payload = e.payload.lock();
-  if (!source || source.get() != x.unsafeGetTensorImpl() || e.version != x._version() || !payload) {
+  if (!source || source.get() != x.unsafeGetTensorImpl() || e.version != x._version()) {
     shared_.erase(it);
     return false;
   }
-  *out = CompressedTensor(e.meta, at::Tensor(std::move(payload)));
+  if (auto swapped = e.swapped.lock()) {
+    *out = SavedActivation(std::move(swapped));
+    return true;
+  }
+  auto payload = e.payload.lock();
+  if (!payload) {
+    shared_.erase(it);
+    return false;
+  }
+  *out = SavedActivation(CompressedTensor(e.meta, at::Tensor(std::move(payload))));
   return true;
 }
 
-void Controller::remember_shared(const at::Tensor& x, const CompressedTensor& ct) {
+void Controller::remember_shared(const at::Tensor& x, const SavedActivation& saved, const CompressedTensor& ct) {
   if (shared_.size() > kSharedSweep) {
     for (auto it = shared_.begin(); it != shared_.end();) {
-      it = it->second.source.expired() || it->second.payload.expired() ? shared_.erase(it) : std::next(it);
+      const SharedEntry& e = it->second;
+      const bool dead = e.source.expired() || (e.payload.expired() && e.swapped.expired());
+      it = dead ? shared_.erase(it) : std::next(it);
     }
   }
-  shared_.insert_or_assign(x.unsafeGetTensorImpl(),
-                           SharedEntry{WeakImpl(x.getIntrusivePtr()), uint32_t(x._version()), ct.meta(),
-                                       WeakImpl(ct.payload().getIntrusivePtr())});
+  // A swapped payload dies right after this call; the handle is what lives.
+  SharedEntry e{WeakImpl(x.getIntrusivePtr()), uint32_t(x._version()), ct.meta(),
+                WeakImpl(ct.payload().getIntrusivePtr()), saved.swapped_payload()};
+  shared_.insert_or_assign(x.unsafeGetTensorImpl(), std::move(e));
 }
 
 std::vector<uint8_t> Controller::per_sample_bits(Layer& l, const at::Tensor& x, double scale) {
@@ -142,18 +153,38 @@ std::vector<uint8_t> Controller::per_sample_bits(Layer& l, const at::Tensor& x, 
   return bits;
 }
 
-CompressedTensor Controller::compress(int layer, const at::Tensor& x, double sensitivity_scale) {
+SavedActivation Controller::save(int layer, const at::Tensor& x, double sensitivity_scale) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    layer_at(layer);  // validates the id before anything else
+    SavedActivation shared;
+    if (lookup_shared(x, &shared)) {
+      ++stats_.shared_hits;
+      return shared;
+    }
+  }
+  CompressedTensor ct = encode(layer, x, sensitivity_scale);
+  SavedActivation saved = swapper_ ? SavedActivation(swapper_->stash(ct)) : SavedActivation(ct);
+  std::lock_guard<std::mutex> lock(mu_);
+  remember_shared(x, saved, ct);
+  return saved;
+}
+
+SavedActivation Controller::keep(CompressedTensor ct, int64_t input_bytes) {
+  note_saved(input_bytes, ct.byte_size());
+  if (swapper_) return SavedActivation(swapper_->stash(ct));
+  return SavedActivation(std::move(ct));
+}
+
+SwapStats Controller::swap_stats() const { return swapper_ ? swapper_->stats() : SwapStats{}; }
+
+CompressedTensor Controller::encode(int layer, const at::Tensor& x, double sensitivity_scale) {
   PerGroupOptions o;
   o.group_size = config_.group_size;
   o.non_finite = NonFinitePolicy::kPropagate;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Layer& l = layer_at(layer);
-    CompressedTensor shared;
-    if (lookup_shared(x, &shared)) {
-      ++stats_.shared_hits;
-      return shared;
-    }
     o.seed = seed_ ^ (uint64_t(layer) * 0x9e3779b97f4a7c15ull) ^ (uint64_t(l.calls) * 0xd1b54a32d192ed03ull);
     ++l.calls;
     const bool mixed = config_.mixed_precision && x.dim() >= 2 && x.size(0) > 1 && x.numel() > 0;
@@ -166,7 +197,6 @@ CompressedTensor Controller::compress(int layer, const at::Tensor& x, double sen
   }
   CompressedTensor ct = encode_per_group(x, o);
   std::lock_guard<std::mutex> lock(mu_);
-  remember_shared(x, ct);
   ++stats_.compress_calls;
   stats_.input_bytes += int64_t(x.numel() * x.element_size());
   stats_.compressed_bytes += ct.byte_size();

@@ -3,6 +3,10 @@
 // CPU-only build gets functions that say CUDA is missing.
 #include <c10/util/StringUtil.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "dispatch.h"
@@ -11,6 +15,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/PinnedMemoryAllocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include "actkit/kernels/cuda.h"
@@ -138,5 +144,47 @@ void synchronize(at::Device device) {
 #endif
   throw InvalidInput(c10::str("synchronize: unsupported device ", device));
 }
+
+}  // namespace actkit
+
+namespace actkit {
+
+c10::DataPtr allocate_host(size_t bytes) {
+#if defined(ACTKIT_WITH_CUDA)
+  if (cuda_available()) return at::cuda::getPinnedMemoryAllocator()->allocate(bytes);
+#endif
+  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  if (p == nullptr) throw std::bad_alloc();
+  return {p, p, &std::free, c10::Device(c10::DeviceType::CPU)};
+}
+
+#if defined(ACTKIT_WITH_CUDA)
+namespace {
+int cuda_index(at::Device device) {
+  if (!device.is_cuda()) throw InvalidInput(c10::str("device memory statistics: ", device, " is not a CUDA device"));
+  return device.has_index() ? device.index() : int(c10::cuda::current_device());
+}
+}  // namespace
+
+DeviceMemoryStats device_memory_stats(at::Device device) {
+  const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_index(device));
+  const size_t all = 0;  // StatType::AGGREGATE, first in every LibTorch version
+  DeviceMemoryStats out;
+  out.allocated_bytes = s.allocated_bytes[all].current;
+  out.peak_allocated_bytes = s.allocated_bytes[all].peak;
+  out.reserved_bytes = s.reserved_bytes[all].current;
+  out.peak_reserved_bytes = s.reserved_bytes[all].peak;
+  return out;
+}
+
+void reset_device_peaks(at::Device device) { c10::cuda::CUDACachingAllocator::resetPeakStats(cuda_index(device)); }
+#else
+DeviceMemoryStats device_memory_stats(at::Device device) {
+  throw InvalidInput(c10::str("device memory statistics for ", device, ": this build has no CUDA"));
+}
+void reset_device_peaks(at::Device device) {
+  throw InvalidInput(c10::str("device memory statistics for ", device, ": this build has no CUDA"));
+}
+#endif
 
 }  // namespace actkit

@@ -52,6 +52,29 @@ void check(const LevelConfig& c) {
 
 }  // namespace
 
+int64_t parse_byte_size(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = lower(text.substr(used));
+  if (!unit.empty() && unit.back() == 'b') unit.pop_back();
+  if (unit.size() == 2 && unit[1] == 'i') unit.pop_back();
+  double scale = 0;
+  if (unit.empty()) scale = 1;
+  else if (unit == "k") scale = 1024.0;
+  else if (unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (used == 0 || scale == 0 || !std::isfinite(v) || v < 0 || v * scale > 9.0e18) {
+    throw InvalidInput(c10::str("'", text, "' is not a size (examples: 1073741824, 512M, 1.5G, 1GiB)"));
+  }
+  return int64_t(std::llround(v * scale));
+}
+
 LevelConfig level_preset(const std::string& name) {
   const std::string n = lower(name);
   LevelConfig c;
@@ -102,11 +125,20 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
       else if (l == "host") c.swap = SwapTarget::kHost;
       else if (l == "file") c.swap = SwapTarget::kFile;
       else throw InvalidInput(c10::str("level override swap=", v, ": expected none, host or file"));
+    } else if (key == "host_budget") {
+      c.host_budget = parse_byte_size(v);
+    } else if (key == "swap_dir") {
+      if (v.empty()) throw InvalidInput("level override swap_dir: empty directory");
+      c.swap_dir = v;
+    } else if (key == "prefetch") {
+      const double d = parse_number(key, v);
+      if (d != std::floor(d) || d < 0 || d > 64) throw InvalidInput(c10::str("level override prefetch=", v, ": expected 0..64"));
+      c.prefetch = int(d);
     } else if (key == "defrag") {
       c.defrag_allocator = parse_bool(key, v);
     } else {
       throw InvalidInput(c10::str("unknown level override '", key,
-                                  "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, defrag)"));
+                                  "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, host_budget, swap_dir, prefetch, defrag)"));
     }
   }
   // Turning a layer kind on from L0 without naming bits gives the L1/L2 width.

@@ -15,8 +15,7 @@ using namespace detail;
 
 // Saves a mask for backward and books its bytes with the controller.
 void save_mask(AutogradContext* ctx, const LayerHandle& layer, CompressedTensor mask, const at::Tensor& of) {
-  layer.controller->note_saved(int64_t(of.numel() * of.element_size()), mask.byte_size());
-  save_object(ctx, "mask", std::move(mask));
+  save_object(ctx, "mask", layer.controller->keep(std::move(mask), int64_t(of.numel() * of.element_size())));
 }
 
 // ReLU and ReLU6: the gradient passes where a 1-bit mask says so.
@@ -48,7 +47,7 @@ struct GeluFunction : torch::autograd::Function<GeluFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& approximate,
                             const LayerHandle& layer) {
     at::Tensor y = at::gelu(x, approximate);
-    save_object(ctx, "x", layer.controller->compress(layer.id, x));
+    save_object(ctx, "x", layer.controller->save(layer.id, x));
     save_object(ctx, "layer", layer);
     save_object(ctx, "approximate", approximate);
     return y;
@@ -63,7 +62,7 @@ struct GeluFunction : torch::autograd::Function<GeluFunction> {
 struct SiluFunction : torch::autograd::Function<SiluFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const LayerHandle& layer) {
     at::Tensor y = at::silu(x);
-    save_object(ctx, "x", layer.controller->compress(layer.id, x));
+    save_object(ctx, "x", layer.controller->save(layer.id, x));
     save_object(ctx, "layer", layer);
     return y;
   }
@@ -96,7 +95,7 @@ struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
 struct SoftmaxFunction : torch::autograd::Function<SoftmaxFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, const LayerHandle& layer) {
     at::Tensor y = at::softmax(x, dim);
-    save_object(ctx, "y", layer.controller->compress(layer.id, y));
+    save_object(ctx, "y", layer.controller->save(layer.id, y));
     save_object(ctx, "layer", layer);
     ctx->saved_data["dim"] = dim;
     return y;
@@ -139,8 +138,7 @@ struct MaxPoolFunction : torch::autograd::Function<MaxPoolFunction> {
     const int64_t positions = p.kernel[0] * p.kernel[1];
     const int bits = std::max(1, int(std::ceil(std::log2(double(positions)))));
     CompressedTensor saved = encode_index(local.to(at::kByte), bits);
-    layer.controller->note_saved(int64_t(idx.numel() * idx.element_size()), saved.byte_size());
-    save_object(ctx, "index", std::move(saved));
+    save_object(ctx, "index", layer.controller->keep(std::move(saved), int64_t(idx.numel() * idx.element_size())));
     PoolParams with_shape = p;
     with_shape.input_shape = x.sizes().vec();
     with_shape.input_options = x.options();

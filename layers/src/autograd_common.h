@@ -6,6 +6,7 @@
 #include <c10/util/StringUtil.h>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/saved_activation.h"
 #include "actkit/layers/layer_handle.h"
 #include "actkit/layers/saved_context.h"
 
@@ -33,9 +34,9 @@ inline const LayerHandle& begin_backward(AutogradContext* ctx, const at::Tensor&
   return layer;
 }
 
-// Decodes the compressed tensor saved under `key`.
+// Decodes the activation saved under `key` (loading it back if swapped).
 inline at::Tensor load_decoded(AutogradContext* ctx, const std::string& key) {
-  return load_object<CompressedTensor>(ctx, key).decode();
+  return load_object<SavedActivation>(ctx, key).load().decode();
 }
 
 }  // namespace actkit::detail

@@ -22,7 +22,7 @@ struct ConvFunction : torch::autograd::Function<ConvFunction> {
     // kernel positions, I output positions and A groups.
     const double k = double(product(w.sizes().slice(2)));
     const double i = double(std::max<int64_t>(1, product(y.sizes().slice(2))));
-    save_object(ctx, "x", layer.controller->compress(layer.id, x, k / (i * double(p.groups))));
+    save_object(ctx, "x", layer.controller->save(layer.id, x, k / (i * double(p.groups))));
     save_object(ctx, "params", p);
     save_object(ctx, "layer", layer);
     ctx->saved_data["has_bias"] = defined(b);
@@ -51,7 +51,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const c10::optional<at::Tensor>& b, const LayerHandle& layer) {
     at::Tensor y = at::linear(x, w, b);
-    save_object(ctx, "x", layer.controller->compress(layer.id, x));
+    save_object(ctx, "x", layer.controller->save(layer.id, x));
     save_object(ctx, "layer", layer);
     ctx->saved_data["has_bias"] = defined(b);
     ctx->save_for_backward({w});
@@ -78,8 +78,8 @@ struct MatMulFunction : torch::autograd::Function<MatMulFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, const LayerHandle& layer) {
     at::Tensor y = at::matmul(a, b);
     // When a and b are the same tensor the controller shares one payload.
-    save_object(ctx, "a", layer.controller->compress(layer.id, a));
-    save_object(ctx, "b", layer.controller->compress(layer.id, b));
+    save_object(ctx, "a", layer.controller->save(layer.id, a));
+    save_object(ctx, "b", layer.controller->save(layer.id, b));
     save_object(ctx, "layer", layer);
     return y;
   }

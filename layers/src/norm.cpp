@@ -17,7 +17,7 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
                             const LayerHandle& layer) {
     auto [y, mean, invstd] = at::native_batch_norm(x, weight, bias, running_mean, running_var, /*training=*/true,
                                                    momentum, eps);
-    save_object(ctx, "x", layer.controller->compress(layer.id, x));
+    save_object(ctx, "x", layer.controller->save(layer.id, x));
     save_object(ctx, "layer", layer);
     ctx->saved_data["eps"] = eps;
     ctx->save_for_backward({or_undefined(weight), mean, invstd});
@@ -44,7 +44,7 @@ struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
                             const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
                             double eps, const LayerHandle& layer) {
     auto [y, mean, rstd] = at::native_layer_norm(x, shape, weight, bias, eps);
-    save_object(ctx, "x", layer.controller->compress(layer.id, x));
+    save_object(ctx, "x", layer.controller->save(layer.id, x));
     save_object(ctx, "layer", layer);
     save_object(ctx, "shape", shape);
     ctx->save_for_backward({or_undefined(weight), or_undefined(bias), mean, rstd});

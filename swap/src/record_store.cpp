@@ -405,6 +405,19 @@ void RecordStore::erase(const std::string& key) {
   wait(t);
 }
 
+void RecordStore::discard(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drop_prefetch_locked(key);
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  if (!it->second.tombstone) {
+    --stats_.records;
+    stats_.payload_bytes -= int64_t(it->second.payload_len);
+  }
+  release_locked(it->second.extent);
+  index_.erase(it);
+}
+
 void RecordStore::flush() {
   if (::fdatasync(file_.fd()) != 0) {
     throw IoError(c10::str("fdatasync of ", path(), " failed: ", std::strerror(errno)), errno);

@@ -17,6 +17,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -24,8 +25,12 @@
 
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/level.h"
+#include "actkit/core/saved_activation.h"
 
 namespace actkit {
+
+class ActivationSwapper;
+struct SwapStats;
 
 enum class LayerKind { kConv, kLinear, kNorm, kActivation };
 
@@ -41,9 +46,12 @@ struct ControllerStats {
 
 class Controller {
  public:
-  // Throws InvalidInput if `config` is invalid or asks for swapping or the
-  // defragmenting allocator (L4/L5, not in this release).
+  // With swapping on (L4+), saved activations go to a host tier / spill
+  // file. The defragmenting allocator switch (L5) is for whoever runs the
+  // model (actkit train / maxbatch install it); the controller ignores it.
+  // Throws InvalidInput if `config` is invalid.
   explicit Controller(LevelConfig config, uint64_t seed = 0);
+  ~Controller();
 
   const LevelConfig& config() const { return config_; }
 
@@ -55,14 +63,19 @@ class Controller {
   // Whether layers of `kind` save compressed context at this level.
   bool compresses(LayerKind kind) const;
 
-  // Quantizes the activation `x` that layer `layer` saves for backward.
+  // Quantizes the activation `x` that layer `layer` saves for backward and,
+  // when swapping is on, moves it out of device memory.
   // `sensitivity_scale` multiplies the layer's per-sample sensitivity (ActNN
   // App. B, e.g. K/(I*A) for convolutions; 1 for linear layers). A tensor
-  // already compressed in this iteration (same storage and version, another
+  // already saved in this iteration (same storage and version, another
   // layer) is shared, not compressed twice. Non-finite values propagate as
   // NaN groups. Throws InvalidInput for an unknown layer or a tensor the
-  // per-group codec rejects.
-  CompressedTensor compress(int layer, const at::Tensor& x, double sensitivity_scale = 1.0);
+  // per-group codec rejects; IoError if swapping fails.
+  SavedActivation save(int layer, const at::Tensor& x, double sensitivity_scale = 1.0);
+
+  // Keeps a tensor another codec produced (masks, indices) for backward,
+  // swapped like save()'s; books `input_bytes` -> its size in the stats.
+  SavedActivation keep(CompressedTensor ct, int64_t input_bytes);
 
   // Feeds the gradient w.r.t. layer `layer`'s output (called in backward).
   void record_gradient(int layer, const at::Tensor& grad_output);
@@ -77,6 +90,8 @@ class Controller {
   void note_saved(int64_t input_bytes, int64_t compressed_bytes);
 
   ControllerStats stats() const;
+  // Swapping statistics (all zero when the level does not swap).
+  SwapStats swap_stats() const;
 
  private:
   struct Layer {
@@ -96,14 +111,16 @@ class Controller {
     WeakImpl source;
     uint32_t version;
     CompressedMeta meta;
-    WeakImpl payload;
+    WeakImpl payload;                         // in memory
+    std::weak_ptr<SwappedPayload> swapped;    // or swapped out
   };
 
   Layer& layer_at(int layer);
   const Layer& layer_at(int layer) const;
   std::vector<uint8_t> per_sample_bits(Layer& l, const at::Tensor& x, double scale);
-  bool lookup_shared(const at::Tensor& x, CompressedTensor* out);
-  void remember_shared(const at::Tensor& x, const CompressedTensor& ct);
+  CompressedTensor encode(int layer, const at::Tensor& x, double sensitivity_scale);
+  bool lookup_shared(const at::Tensor& x, SavedActivation* out);
+  void remember_shared(const at::Tensor& x, const SavedActivation& saved, const CompressedTensor& ct);
 
   LevelConfig config_;
   uint64_t seed_;
@@ -111,6 +128,7 @@ class Controller {
   std::vector<Layer> layers_;
   std::unordered_map<const c10::TensorImpl*, SharedEntry> shared_;
   ControllerStats stats_;
+  std::unique_ptr<ActivationSwapper> swapper_;
 };
 
 }  // namespace actkit

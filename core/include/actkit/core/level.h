@@ -9,6 +9,7 @@
 //   L5  L4 + defragmenting allocator
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct LevelConfig {
   bool mixed_precision = false; // per-sample and per-layer bit allocation (L3+)
   int group_size = 256;
   SwapTarget swap = SwapTarget::kNone;
+  int64_t host_budget = -1;     // bytes of host memory for swapped activations; -1 = no limit (swap=file: 0)
+  std::string swap_dir;         // spill files go here; empty = $ACTKIT_SWAP_DIR, else the temp directory
+  int prefetch = 4;             // swapped activations read ahead in backward
   bool defrag_allocator = false;
 
   // True when any layer kind saves compressed context.
@@ -42,8 +46,13 @@ LevelConfig level_preset(const std::string& name);
 // with mixed_precision, e.g. 1.5; 4 when a layer kind is switched on at L0
 // without it), group_size, conv, linear, norm,
 // activation, mixed_precision (true/false/1/0), swap (none|host|file),
-// defrag (true/false). Throws InvalidInput naming the bad override.
+// host_budget (a size, e.g. 512M), swap_dir (a directory), prefetch
+// (0..64), defrag (true/false). Throws InvalidInput naming the bad override.
 LevelConfig with_overrides(LevelConfig config, const std::vector<std::string>& overrides);
+
+// Parses a byte count: "1073741824", "512K", "1.5M", "2G", "1GiB", "64MB"
+// (binary units). Throws InvalidInput for anything else or a negative size.
+int64_t parse_byte_size(const std::string& text);
 
 // Parses "L3" or "L3:bits=1.5,group_size=128" (preset, then overrides).
 LevelConfig parse_level(const std::string& spec);

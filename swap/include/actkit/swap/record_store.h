@@ -86,6 +86,10 @@ class RecordStore {
   // Removes `key` (a small tombstone record keeps it removed after a
   // reopen). Throws InvalidInput if missing.
   void erase(const std::string& key);
+  // Frees `key`'s space without a tombstone: cheaper than erase(), but the
+  // record may reappear after a reopen. For scratch stores (swap files).
+  // Unknown keys are ignored.
+  void discard(const std::string& key);
   // Makes completed writes durable (fdatasync). Throws IoError.
   void flush();
 

@@ -1,0 +1,190 @@
+#include "actkit/swap/host_tier.h"
+
+#include <unistd.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "actkit/core/device.h"
+#include "actkit/core/errors.h"
+
+namespace actkit {
+namespace {
+
+std::string spill_directory(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  if (const char* env = std::getenv("ACTKIT_SWAP_DIR"); env != nullptr && *env != '\0') return env;
+  return std::filesystem::temp_directory_path().string();
+}
+
+}  // namespace
+
+HostTier::HostTier(HostTierOptions options) : options_(std::move(options)) {
+  if (options_.budget_bytes < -1) throw InvalidInput(c10::str("host tier budget must be >= -1, got ", options_.budget_bytes));
+  if (options_.max_pending_spills == 0) options_.max_pending_spills = 1;
+}
+
+HostTier::~HostTier() {
+  try {
+    sync();
+  } catch (const std::exception&) {
+    // Nothing can be reported from a destructor; the entries die with it.
+  }
+}
+
+RecordStore& HostTier::store_locked() {
+  if (!store_) {
+    static std::atomic<int> counter{0};
+    const std::string path = c10::str(spill_directory(options_.spill_dir), "/actkit-swap-", ::getpid(), "-",
+                                      counter.fetch_add(1), ".akr");
+    store_ = std::make_unique<RecordStore>(path, std::shared_ptr<IoEngine>(make_io_engine(options_.engine)));
+    ::unlink(path.c_str());  // the open descriptor keeps it; nothing is left behind
+    stats_.engine = store_->engine().name();
+  }
+  return *store_;
+}
+
+void HostTier::insert_locked(const std::string& key, c10::DataPtr memory, size_t len) {
+  lru_.push_front(key);
+  host_[key] = Item{std::move(memory), len, lru_.begin()};
+}
+
+void HostTier::finish_oldest_spill_locked() {
+  Spill s = std::move(spilling_.front());
+  spilling_.pop_front();
+  try {
+    store_->wait(s.ticket);
+  } catch (...) {
+    insert_locked(s.key, std::move(s.memory), s.len);  // still counted in host_bytes
+    throw;
+  }
+  in_file_[s.key] = s.len;
+  stats_.host_bytes -= int64_t(s.len);
+  stats_.file_bytes += int64_t(s.len);
+  stats_.spilled_bytes += int64_t(s.len);
+}
+
+void HostTier::make_room_locked(size_t len) {
+  const int64_t budget = options_.budget_bytes;
+  while (budget >= 0 && stats_.host_bytes + int64_t(len) > budget) {
+    if (!lru_.empty()) {
+      const std::string key = lru_.back();
+      auto it = host_.find(key);
+      Spill s;
+      s.key = key;
+      s.len = it->second.len;
+      s.memory = std::move(it->second.memory);
+      s.ticket = store_locked().write(key, s.memory.get(), s.len);
+      lru_.pop_back();
+      host_.erase(it);
+      spilling_.push_back(std::move(s));
+      if (spilling_.size() > options_.max_pending_spills) finish_oldest_spill_locked();
+    } else if (!spilling_.empty()) {
+      finish_oldest_spill_locked();
+    } else {
+      break;
+    }
+  }
+}
+
+void HostTier::put(const std::string& key, const void* data, size_t len) {
+  if (len > 0 && data == nullptr) throw InvalidInput(c10::str("host tier put of '", key, "': no data"));
+  std::lock_guard<std::mutex> lock(mu_);
+  erase_locked(key);
+  if (options_.budget_bytes >= 0 && int64_t(len) > options_.budget_bytes) {
+    store_locked().put(key, data, len);  // larger than the whole budget: straight to the file
+    in_file_[key] = len;
+    stats_.file_bytes += int64_t(len);
+    stats_.spilled_bytes += int64_t(len);
+    return;
+  }
+  make_room_locked(len);
+  c10::DataPtr memory = allocate_host(len);
+  if (len > 0) std::memcpy(memory.get(), data, len);
+  insert_locked(key, std::move(memory), len);
+  stats_.host_bytes += int64_t(len);
+  stats_.peak_host_bytes = std::max(stats_.peak_host_bytes, stats_.host_bytes);
+}
+
+size_t HostTier::get(const std::string& key, void* into, size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto copy_out = [&](const void* src, size_t len) {
+    if (capacity < len) throw InvalidInput(c10::str("host tier get of '", key, "': buffer of ", capacity, " bytes for ", len));
+    if (len > 0) std::memcpy(into, src, len);
+    return len;
+  };
+  if (auto it = host_.find(key); it != host_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    return copy_out(it->second.memory.get(), it->second.len);
+  }
+  for (const Spill& s : spilling_) {
+    if (s.key == key) return copy_out(s.memory.get(), s.len);
+  }
+  auto f = in_file_.find(key);
+  if (f == in_file_.end()) throw InvalidInput(c10::str("host tier has no entry '", key, "'"));
+  ++stats_.file_reads;
+  return store_->wait(store_->read(key, into, capacity));
+}
+
+void HostTier::prefetch(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> spilled;
+  for (const std::string& k : keys) {
+    if (in_file_.count(k)) spilled.push_back(k);
+  }
+  if (!spilled.empty()) store_->prefetch(spilled);
+}
+
+void HostTier::erase(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  erase_locked(key);
+}
+
+void HostTier::erase_locked(const std::string& key) {
+  if (auto it = host_.find(key); it != host_.end()) {
+    stats_.host_bytes -= int64_t(it->second.len);
+    lru_.erase(it->second.lru);
+    host_.erase(it);
+    return;
+  }
+  for (bool pending = true; pending;) {
+    pending = false;
+    for (const Spill& s : spilling_) pending = pending || s.key == key;
+    if (pending) finish_oldest_spill_locked();  // in order; ends with this key's
+  }
+  if (auto f = in_file_.find(key); f != in_file_.end()) {
+    stats_.file_bytes -= int64_t(f->second);
+    store_->discard(key);
+    in_file_.erase(f);
+  }
+}
+
+bool HostTier::contains(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host_.count(key) || in_file_.count(key)) return true;
+  for (const Spill& s : spilling_) {
+    if (s.key == key) return true;
+  }
+  return false;
+}
+
+bool HostTier::resident(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return host_.count(key) != 0;
+}
+
+void HostTier::sync() {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!spilling_.empty()) finish_oldest_spill_locked();
+}
+
+HostTierStats HostTier::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace actkit
