@@ -152,48 +152,15 @@ void RecordStore::recover() {
 }
 
 RecordStore::Extent RecordStore::allocate_locked(uint64_t length) {
-  // Best fit among free extents; ties go to the lowest address.
-  auto best = free_.end();
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second >= length && (best == free_.end() || it->second < best->second)) best = it;
-  }
-  if (best == free_.end()) {
-    // Grow the file, reusing a free extent that ends at the end of file.
-    uint64_t start = end_;
-    if (!free_.empty()) {
-      auto last = std::prev(free_.end());
-      if (last->first + last->second == end_) {
-        start = last->first;
-        free_.erase(last);
-      }
-    }
-    end_ = start + length;
-    return {start, length};
-  }
-  const Extent e{best->first, length};
-  const uint64_t rest = best->second - length;
-  free_.erase(best);
-  if (rest > 0) free_[e.offset + length] = rest;
-  return e;
+  if (auto at = free_.take(length)) return {*at, length};
+  // Grow the file, starting inside a free extent at its end if there is one.
+  uint64_t start = end_;
+  if (auto tail = free_.take_ending_at(end_)) start = tail->offset;
+  end_ = start + length;
+  return {start, length};
 }
 
-void RecordStore::release_locked(Extent e) {
-  if (e.length == 0) return;
-  auto next = free_.lower_bound(e.offset);
-  if (next != free_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == e.offset) {  // merge with the extent before
-      e.offset = prev->first;
-      e.length += prev->second;
-      free_.erase(prev);
-    }
-  }
-  if (next != free_.end() && e.offset + e.length == next->first) {  // and after
-    e.length += next->second;
-    free_.erase(next);
-  }
-  free_[e.offset] = e.length;
-}
+void RecordStore::release_locked(Extent e) { free_.release(e.offset, e.length); }
 
 IoTicket RecordStore::write(const std::string& key, const void* data, size_t len) {
   check_key(key);
@@ -428,7 +395,7 @@ RecordStoreStats RecordStore::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   RecordStoreStats s = stats_;
   s.file_bytes = int64_t(end_);
-  for (auto& [off, len] : free_) s.free_bytes += int64_t(len);
+  s.free_bytes = int64_t(free_.free_bytes());
   return s;
 }
 

@@ -7,6 +7,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actkit/allocator/allocation_trace.h"
+
+#include "actkit/allocator/scoped_cpu_allocator.h"
 
 namespace actkit {
 
@@ -32,6 +39,12 @@ class TrackingAllocator final : public c10::Allocator {
   // Starts a new peak from the current level.
   void reset_peak() { peak_.store(current_bytes(), std::memory_order_relaxed); }
 
+  // Starts recording every allocation and free into a trace (see
+  // allocation_trace.h); a recording already running is discarded.
+  void start_recording();
+  // Stops and returns the recording, named `name`.
+  AllocationTrace stop_recording(const std::string& name);
+
  private:
   explicit TrackingAllocator(c10::Allocator* base) : base_(base) {}
   static void release(void* data);
@@ -40,6 +53,9 @@ class TrackingAllocator final : public c10::Allocator {
   mutable std::atomic<int64_t> current_{0};
   mutable std::atomic<int64_t> peak_{0};
   mutable std::atomic<int64_t> allocations_{0};
+  mutable std::atomic<bool> recording_{false};
+  mutable std::mutex trace_mu_;
+  mutable std::vector<TraceEvent> trace_;
 };
 
 // Installs TrackingAllocator::cpu() as LibTorch's CPU allocator for its
@@ -47,14 +63,11 @@ class TrackingAllocator final : public c10::Allocator {
 // threads: create one per process-wide measurement.
 class ScopedCpuTracking {
  public:
-  ScopedCpuTracking();
-  ~ScopedCpuTracking();
-  ScopedCpuTracking(const ScopedCpuTracking&) = delete;
-  ScopedCpuTracking& operator=(const ScopedCpuTracking&) = delete;
+  ScopedCpuTracking() : scope_(&TrackingAllocator::cpu()) {}
   TrackingAllocator& tracker() const { return TrackingAllocator::cpu(); }
 
  private:
-  c10::Allocator* previous_;
+  ScopedCpuAllocator scope_;
 };
 
 }  // namespace actkit

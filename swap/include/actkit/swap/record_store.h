@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actkit/core/extent_map.h"
 #include "actkit/swap/io_engine.h"
 
 namespace actkit {
@@ -138,7 +139,7 @@ class RecordStore {
   int file_id_ = -1;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> index_;  // includes tombstones
-  std::map<uint64_t, uint64_t> free_;             // offset -> length, coalesced
+  ExtentMap free_;                                // reusable space inside the file
   uint64_t end_ = 0;                              // first byte past every extent
   uint64_t sequence_ = 0;
   std::unordered_map<IoTicket, Op> ops_;
