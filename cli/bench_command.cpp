@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "actkit/core/errors.h"
+#include "alloc_bench.h"
 #include "codec_bench.h"
+#include "swap_bench.h"
+#include "cli_util.h"
 #include "commands.h"
 
 namespace actkit::cli {
@@ -61,10 +64,92 @@ void run_codec(const CodecArgs& a) {
   const bench::CodecBenchReport report = bench::run_codec_bench(config);
   print_table(report);
   if (!a.json_path.empty()) {
-    std::ofstream out(a.json_path);
-    out << to_json(report).dump(2) << "\n";
-    if (!out) throw Error("cannot write " + a.json_path);
+    write_json(a.json_path, to_json(report));
     fmt::print("\nwrote {}\n", a.json_path);
+  }
+}
+
+struct SwapArgs {
+  bench::SwapBenchConfig config;
+  std::string json_path;
+};
+
+void run_swap(const SwapArgs& a) {
+  const bench::SwapBenchReport r = bench::run_swap_bench(a.config);
+  fmt::print("sequential {} MiB write then read in {}, {} KiB blocks, queue depth {}{}\n", a.config.bytes >> 20,
+             a.config.dir, a.config.block >> 10, a.config.queue_depth, r.direct ? ", O_DIRECT" : " (no O_DIRECT here)");
+  if (!r.engine_note.empty()) fmt::print("note: {}\n", r.engine_note);
+  fmt::print("{:<18} {:>12} {:>12}\n", "", "write GB/s", "read GB/s");
+  fmt::print("{:<18} {:>12.2f} {:>12.2f}\n", std::string("actkit ") + r.engine, r.ours.write_gbps, r.ours.read_gbps);
+  nlohmann::json j = {{"engine", r.engine}, {"direct", r.direct}, {"write_gbps", r.ours.write_gbps},
+                      {"read_gbps", r.ours.read_gbps}, {"bytes", a.config.bytes}, {"block", a.config.block},
+                      {"queue_depth", a.config.queue_depth}};
+  if (r.fio) {
+    fmt::print("{:<18} {:>12.2f} {:>12.2f}\n", "fio io_uring", r.fio->write_gbps, r.fio->read_gbps);
+    fmt::print("{:<18} {:>11.2f}x {:>11.2f}x\n", "actkit / fio", r.ours.write_gbps / r.fio->write_gbps,
+               r.ours.read_gbps / r.fio->read_gbps);
+    j["fio"] = {{"write_gbps", r.fio->write_gbps}, {"read_gbps", r.fio->read_gbps}, {"version", r.fio_version}};
+  } else {
+    fmt::print("fio is not installed (Debian package fio): no baseline\n");
+    j["fio"] = nullptr;
+  }
+  if (!a.json_path.empty()) write_json(a.json_path, j);
+}
+
+struct AllocArgs {
+  std::vector<std::string> traces = {"resnet50:8:224:L0", "resnet50:8:224:L3", "gpt2-small:4:256:L0",
+                                     "gpt2-small:4:256:L3"};
+  std::vector<std::string> trace_files;
+  std::string save_dir;
+  std::string json_path;
+  int steps = 2;
+};
+
+void run_alloc(const AllocArgs& a) {
+  std::vector<AllocationTrace> traces;
+  for (const auto& f : a.trace_files) traces.push_back(AllocationTrace::load(f));
+  if (a.trace_files.empty()) {
+    for (const auto& t : a.traces) {
+      const bench::TraceSpec spec = bench::parse_trace_spec(t);
+      fmt::print("recording {} ({} training steps)...\n", spec.name(), a.steps);
+      std::fflush(stdout);
+      traces.push_back(bench::record_training_trace(spec, a.steps));
+      if (!a.save_dir.empty()) {
+        std::string file = a.save_dir + "/" + t + ".trace";
+        for (char& ch : file) ch = ch == ':' ? '_' : ch;
+        traces.back().save(file);
+      }
+    }
+  }
+  fmt::print("\n{:<28} {:>9} {:>12}  {:>12} {:>8}  {:>12} {:>8}\n", "trace", "events", "peak alloc", "caching",
+             "frag", "defrag", "frag");
+  nlohmann::json rows = nlohmann::json::array();
+  double worst_defrag = 0, best_baseline = 1;
+  bool always_below = true;
+  for (const auto& t : traces) {
+    const bench::ReplayRow row = bench::replay_policies(t);
+    const BlockStats& c = row.policies[0].second;
+    const BlockStats& d = row.policies[1].second;
+    fmt::print("{:<28} {:>9} {:>12}  {:>12} {:>7.1f}%  {:>12} {:>7.1f}%\n", row.trace, row.events,
+               mib(row.peak_allocated), mib(c.peak_reserved), 100 * c.fragmentation(), mib(d.peak_reserved),
+               100 * d.fragmentation());
+    worst_defrag = std::max(worst_defrag, d.fragmentation());
+    best_baseline = std::min(best_baseline, c.fragmentation());
+    always_below = always_below && d.fragmentation() < c.fragmentation();
+    nlohmann::json policies;
+    for (const auto& [name, s] : row.policies) {
+      policies[name] = {{"peak_reserved_bytes", s.peak_reserved}, {"fragmentation", s.fragmentation()}};
+    }
+    rows.push_back({{"trace", row.trace}, {"events", row.events}, {"peak_allocated_bytes", row.peak_allocated},
+                    {"allocators", policies}});
+  }
+  fmt::print("\nworst defrag fragmentation {:.1f}%, best caching baseline {:.1f}%; defrag below baseline on every trace: {}\n",
+             100 * worst_defrag, 100 * best_baseline, always_below ? "yes" : "no");
+  if (!a.json_path.empty()) {
+    write_json(a.json_path, {{"fragmentation", worst_defrag},
+                             {"baseline_fragmentation", best_baseline},
+                             {"below_baseline_on_every_trace", always_below},
+                             {"traces", rows}});
   }
 }
 
@@ -92,6 +177,34 @@ void add_bench_commands(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   codec->callback([args] { run_codec(*args); });
+
+  auto swap = std::make_shared<SwapArgs>();
+  CLI::App* sw = bench->add_subcommand("swap", "Offload engine vs fio's io_uring engine: sequential write and read");
+  sw->add_option("--dir", swap->config.dir, "Directory on the device to measure (files are removed after)")->required();
+  sw->add_option("--size", swap->config.bytes, "Bytes per direction (e.g. 1GiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  sw->add_option("--block", swap->config.block, "Transfer size")->transform(CLI::AsSizeValue(false))->capture_default_str();
+  sw->add_option("--queue-depth", swap->config.queue_depth, "Transfers in flight")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  sw->add_option("--repeats", swap->config.repeats, "Best of N, alternating ours and fio")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  sw->add_option("--engine", swap->config.engine, "auto, uring or threads")->capture_default_str();
+  sw->add_option("--json", swap->json_path, "Also write the results as JSON to this file");
+  sw->callback([swap] { run_swap(*swap); });
+
+  auto alloc = std::make_shared<AllocArgs>();
+  CLI::App* al = bench->add_subcommand("alloc", "Fragmentation of the defrag allocator vs a caching baseline on traces");
+  al->add_option("--traces", alloc->traces, "Runs to record, MODEL:BATCH:LENGTH[:LEVEL]")
+      ->delimiter(',')
+      ->capture_default_str();
+  al->add_option("--trace-file", alloc->trace_files, "Replay saved traces instead of recording")->check(CLI::ExistingFile);
+  al->add_option("--save-traces", alloc->save_dir, "Save the recorded traces in this directory")->check(CLI::ExistingDirectory);
+  al->add_option("--steps", alloc->steps, "Training steps per recording")->check(CLI::Range(1, 100))->capture_default_str();
+  al->add_option("--json", alloc->json_path, "Also write the results as JSON to this file");
+  al->callback([alloc] { run_alloc(*alloc); });
 }
 
 }  // namespace actkit::cli

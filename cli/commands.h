@@ -5,7 +5,8 @@
 
 namespace actkit::cli {
 
-// `actkit bench ...`: codec throughput against memcpy.
+// `actkit bench codec|swap|alloc`: codecs against memcpy, the offload
+// engine against fio, allocators on recorded traces.
 void add_bench_commands(CLI::App& app);
 
 // `actkit memory` and `actkit convert`.
@@ -13,5 +14,8 @@ void add_model_commands(CLI::App& app);
 
 // `actkit train`.
 void add_train_command(CLI::App& app);
+
+// `actkit maxbatch`.
+void add_maxbatch_command(CLI::App& app);
 
 }  // namespace actkit::cli

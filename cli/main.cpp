@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   actkit::cli::add_bench_commands(app);
   actkit::cli::add_model_commands(app);
   actkit::cli::add_train_command(app);
+  actkit::cli::add_maxbatch_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

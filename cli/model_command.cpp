@@ -9,6 +9,7 @@
 #include "actkit/converters/convert.h"
 #include "actkit/converters/zoo.h"
 #include "actkit/core/errors.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "memory_bench.h"
 
@@ -25,19 +26,6 @@ struct MemoryArgs {
   int steps = 1;
   uint64_t seed = 0;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-bool is_token_model(const std::string& model) { return model.rfind("gpt2", 0) == 0 || model.rfind("bert", 0) == 0; }
-
-std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 
 void run_memory(const MemoryArgs& a) {
   bench::MemoryBenchConfig config;
@@ -71,11 +59,7 @@ void run_memory(const MemoryArgs& a) {
                       {"compression_ratio", r.compression_ratio}});
   }
   if (!a.json_path.empty()) {
-    std::ofstream out(a.json_path);
-    out << nlohmann::json{{"model", a.model}, {"batch", a.batch}, {"length", config.length}, {"levels", levels}}
-               .dump(2)
-        << "\n";
-    if (!out) throw Error("cannot write " + a.json_path);
+    write_json(a.json_path, {{"model", a.model}, {"batch", a.batch}, {"length", config.length}, {"levels", levels}});
   }
 }
 

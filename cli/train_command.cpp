@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actkit/core/errors.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "memory_bench.h"
 #include "train_driver.h"
@@ -43,7 +44,6 @@ class ProgressPrinter {
   int last_ = -1;
 };
 
-std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 
 void run_train(const TrainArgs& a) {
   const bench::TrainConfig& c = a.config;
@@ -85,9 +85,7 @@ void run_train(const TrainArgs& a) {
     j["l0_activation_bytes"] = l0;
   }
   if (!a.json_path.empty()) {
-    std::ofstream out(a.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) throw Error("cannot write " + a.json_path);
+    write_json(a.json_path, j);
   }
 }
 

@@ -178,12 +178,20 @@ DeviceMemoryStats device_memory_stats(at::Device device) {
 }
 
 void reset_device_peaks(at::Device device) { c10::cuda::CUDACachingAllocator::resetPeakStats(cuda_index(device)); }
+
+void release_device_cache(at::Device device) {
+  cuda_index(device);  // validates
+  c10::cuda::CUDACachingAllocator::emptyCache();
+}
 #else
 DeviceMemoryStats device_memory_stats(at::Device device) {
   throw InvalidInput(c10::str("device memory statistics for ", device, ": this build has no CUDA"));
 }
 void reset_device_peaks(at::Device device) {
   throw InvalidInput(c10::str("device memory statistics for ", device, ": this build has no CUDA"));
+}
+void release_device_cache(at::Device device) {
+  throw InvalidInput(c10::str("device memory for ", device, ": this build has no CUDA"));
 }
 #endif
 

@@ -34,5 +34,7 @@ struct DeviceMemoryStats {
 DeviceMemoryStats device_memory_stats(at::Device device);
 // Starts new peaks at the current levels. Same errors.
 void reset_device_peaks(at::Device device);
+// Returns the caching allocator's unused blocks to the driver. Same errors.
+void release_device_cache(at::Device device);
 
 }  // namespace actkit

@@ -1,0 +1,74 @@
+#include "alloc_bench.h"
+
+#include <torch/torch.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <sstream>
+
+#include "actkit/allocator/tracking_allocator.h"
+#include "actkit/converters/convert.h"
+#include "actkit/converters/zoo.h"
+#include "actkit/core/errors.h"
+
+namespace actkit::bench {
+
+std::string TraceSpec::name() const { return c10::str(model, " b", batch, " ", length, " ", level); }
+
+TraceSpec parse_trace_spec(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
+  if (parts.size() < 3 || parts.size() > 4) {
+    throw InvalidInput("trace spec '" + text + "': expected MODEL:BATCH:LENGTH[:LEVEL], e.g. resnet50:8:224:L3");
+  }
+  TraceSpec s;
+  s.model = parts[0];
+  try {
+    s.batch = std::stoll(parts[1]);
+    s.length = std::stoll(parts[2]);
+  } catch (const std::exception&) {
+    throw InvalidInput("trace spec '" + text + "': batch and length must be integers");
+  }
+  if (s.batch < 1 || s.length < 1) throw InvalidInput("trace spec '" + text + "': batch and length must be >= 1");
+  if (parts.size() == 4) s.level = parts[3];
+  parse_level(s.level);
+  return s;
+}
+
+AllocationTrace record_training_trace(const TraceSpec& spec, int steps, uint64_t seed) {
+  at::manual_seed(int64_t(seed));
+  ModelOptions o;
+  o.image_size = spec.length;
+  o.max_positions = std::max<int64_t>(spec.length, 1024);
+  ScopedCpuTracking tracking;
+  auto model = make_model(spec.model, o);
+  const ConvertResult converted = convert(*model, spec.level, seed);
+  model->train();
+  const at::Tensor input = model->example_input(spec.batch, spec.length);
+  const at::Tensor labels = model->example_labels(input);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(1e-3).momentum(0.9));
+  tracking.tracker().start_recording();
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    model->loss(input, model->forward(input), labels).backward();
+    opt.step();
+    converted.controller->step();
+  }
+  return tracking.tracker().stop_recording(spec.name());
+}
+
+ReplayRow replay_policies(const AllocationTrace& trace) {
+  ReplayRow row;
+  row.trace = trace.name;
+  row.events = int64_t(trace.events.size());
+  row.peak_allocated = trace.peak_live_bytes();
+  for (const char* policy : {"caching", "defrag"}) {
+    auto a = make_block_allocator(policy);
+    row.policies.emplace_back(policy, replay(trace, *a));
+    a->check_invariants();
+  }
+  return row;
+}
+
+}  // namespace actkit::bench

@@ -1,0 +1,122 @@
+#include "maxbatch_bench.h"
+
+#include <torch/torch.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <chrono>
+
+#include "actkit/allocator/budget_allocator.h"
+#include "actkit/allocator/scoped_cpu_allocator.h"
+#include "actkit/converters/convert.h"
+#include "actkit/core/device.h"
+#include "actkit/core/errors.h"
+
+namespace actkit::bench {
+namespace {
+
+// Trains `steps` steps at `batch`; false if memory ran out. Everything the
+// step allocated is released when this returns, whatever happened.
+bool train_steps(const MaxBatchConfig& c, const std::string& level, int64_t batch, at::Device device,
+                 double* last_seconds) {
+  try {
+    at::manual_seed(int64_t(c.seed));
+    ModelOptions o = c.options;
+    o.image_size = c.length;
+    auto model = make_model(c.model, o);
+    model->to(device);
+    const ConvertResult converted = convert(*model, level, c.seed);
+    model->train();
+    const at::Tensor input = model->example_input(batch, c.length).to(device);
+    const at::Tensor labels = model->example_labels(input);
+    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(1e-3).momentum(0.9));
+    for (int s = 0; s < c.steps; ++s) {
+      synchronize(device);
+      const auto t0 = std::chrono::steady_clock::now();
+      opt.zero_grad();
+      model->loss(input, model->forward(input), labels).backward();
+      opt.step();
+      converted.controller->step();
+      synchronize(device);
+      *last_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return true;
+  } catch (const OutOfMemory&) {
+    return false;
+  } catch (const c10::OutOfMemoryError&) {
+    return false;
+  }
+}
+
+BatchProbe probe(const MaxBatchConfig& c, const std::string& level, bool defrag, int64_t batch) {
+  BatchProbe p;
+  p.batch = batch;
+  const at::Device device(c.device);
+  if (device.is_cpu()) {
+    auto alloc = BudgetAllocator::create(defrag ? "defrag" : "caching", c.budget);
+    {
+      ScopedCpuAllocator scope(alloc.get());
+      p.fits = train_steps(c, level, batch, device, &p.step_seconds);
+    }
+    const BlockStats s = alloc->stats();
+    p.peak_reserved = s.peak_reserved;
+    if (s.allocated != 0) {
+      throw Error(c10::str("maxbatch: a probe at batch ", batch, " left ", s.allocated, " bytes allocated"));
+    }
+  } else {
+    release_device_cache(device);
+    reset_device_peaks(device);
+    p.fits = train_steps(c, level, batch, device, &p.step_seconds);
+    p.peak_reserved = device_memory_stats(device).peak_reserved_bytes;
+    release_device_cache(device);
+  }
+  return p;
+}
+
+}  // namespace
+
+std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
+                                         const std::function<void(const std::string&, const BatchProbe&)>& on_probe) {
+  if (c.length < 1) throw InvalidInput("maxbatch: the image size / sequence length must be >= 1");
+  if (c.budget < (int64_t(1) << 20)) throw InvalidInput("maxbatch: the budget must be at least 1 MiB");
+  if (c.steps < 1 || c.limit < 1) throw InvalidInput("maxbatch: steps and limit must be >= 1");
+  std::vector<LevelConfig> configs;
+  for (const auto& level : c.levels) configs.push_back(parse_level(level));  // fail before any work
+  make_model(c.model, c.options);                                          // unknown model: fail now
+
+  std::vector<MaxBatchResult> results;
+  for (size_t i = 0; i < c.levels.size(); ++i) {
+    const std::string& level = c.levels[i];
+    const bool defrag = configs[i].defrag_allocator && at::Device(c.device).is_cpu();
+    MaxBatchResult r;
+    r.level = level;
+    r.allocator = at::Device(c.device).is_cpu() ? (defrag ? "defrag" : "caching") : "device";
+    auto try_batch = [&](int64_t batch) {
+      const BatchProbe p = probe(c, level, defrag, batch);
+      r.probes.push_back(p);
+      if (on_probe) on_probe(level, p);
+      if (p.fits && batch > r.max_batch) {
+        r.max_batch = batch;
+        r.throughput = double(batch) / p.step_seconds;
+      }
+      return p.fits;
+    };
+    int64_t lo = 0, hi = 0;  // lo fits (0: nothing yet), hi does not (0: unknown)
+    for (int64_t b = 1; b <= c.limit; b *= 2) {
+      if (!try_batch(b)) {
+        hi = b;
+        break;
+      }
+      lo = b;
+    }
+    if (hi == 0) hi = c.limit + 1;
+    while (lo > 0 && hi - lo > std::max<int64_t>(1, lo / 64)) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (try_batch(mid) ? lo : hi) = mid;
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace actkit::bench

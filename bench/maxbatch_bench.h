@@ -1,0 +1,50 @@
+// The largest batch that trains within a memory budget, per level: the
+// driver behind `actkit maxbatch` (ActNN's Fig. 1 and Table 6).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "actkit/converters/zoo.h"
+
+namespace actkit::bench {
+
+struct MaxBatchConfig {
+  std::string model = "resnet50";
+  ModelOptions options;
+  int64_t length = 64;   // image size or sequence length
+  std::vector<std::string> levels = {"L0", "L1", "L2", "L3", "L4", "L5"};
+  int64_t budget = int64_t(1) << 30;  // bytes of simulated device memory (CPU)
+  std::string device = "cpu";         // or "cuda[:N]": the real device, no budget
+  uint64_t seed = 0;
+  int64_t limit = 1 << 16;            // never probe above this batch
+  int steps = 1;                      // training steps per probe; the last is timed
+};
+
+struct BatchProbe {
+  int64_t batch = 0;
+  bool fits = false;
+  double step_seconds = 0;    // of the last step, when it fits
+  int64_t peak_reserved = 0;  // bytes the allocator held at most
+};
+
+struct MaxBatchResult {
+  std::string level;
+  std::string allocator;  // the policy the level ran under
+  int64_t max_batch = 0;  // 0: not even batch 1 fits
+  double throughput = 0;  // samples/s at max_batch
+  std::vector<BatchProbe> probes;  // in the order tried
+};
+
+// For each level: doubles the batch until a training step (forward,
+// backward, SGD with momentum) runs out of memory, then binary-searches the
+// boundary (to within 1/64 of it). Every probe builds the model afresh under
+// a fresh allocator (caching policy; defrag for levels with defrag=true),
+// and checks that an out-of-memory probe left nothing allocated. Throws
+// InvalidInput for a bad model/level/budget, Error if a probe leaks memory.
+std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& config,
+                                         const std::function<void(const std::string&, const BatchProbe&)>& on_probe);
+
+}  // namespace actkit::bench

@@ -1,0 +1,113 @@
+#include "swap_bench.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "actkit/core/errors.h"
+#include "actkit/swap/io_engine.h"
+
+namespace actkit::bench {
+namespace {
+
+// Runs a command and returns its standard output; throws Error on failure.
+std::string run_command(const std::string& cmd) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) throw Error("cannot run: " + cmd);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  const int rc = ::pclose(p);
+  if (rc != 0) throw Error(c10::str("command failed (", rc, "): ", cmd, "\n", out));
+  return out;
+}
+
+bool have_fio() { return std::system("command -v fio >/dev/null 2>&1") == 0; }
+
+// fio with the same pattern as ours: one job, sequential, O_DIRECT.
+double fio_gbps(const SwapBenchConfig& c, const std::string& file, bool write) {
+  const std::string cmd = c10::str("fio --name=actkit --filename=", file, " --rw=", write ? "write" : "read",
+                                   " --bs=", c.block, " --iodepth=", c.queue_depth,
+                                   " --ioengine=io_uring --direct=1 --size=", c.bytes,
+                                   " --numjobs=1 --output-format=json 2>/dev/null");
+  const auto j = nlohmann::json::parse(run_command(cmd));
+  const auto& job = j.at("jobs").at(0).at(write ? "write" : "read");
+  return job.at("bw_bytes").get<double>() / 1e9;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+SwapBenchReport run_swap_bench(const SwapBenchConfig& c) {
+  if (c.dir.empty() || !std::filesystem::is_directory(c.dir)) {
+    throw InvalidInput("bench swap: --dir must be an existing directory, got '" + c.dir + "'");
+  }
+  if (c.bytes < c.block || c.block % kIoAlignment != 0 || c.repeats < 1) {
+    throw InvalidInput("bench swap: size must be >= block, block a multiple of 4 KiB, repeats >= 1");
+  }
+  IoEngineOptions o;
+  o.queue_depth = c.queue_depth;
+  o.block_size = c.block;
+  if (c.engine == "uring") o.kind = IoEngineKind::kUring;
+  else if (c.engine == "threads") o.kind = IoEngineKind::kThreads;
+  else if (c.engine != "auto") throw InvalidInput("bench swap: --engine must be auto, uring or threads");
+  auto engine = make_io_engine(o);
+
+  SwapBenchReport r;
+  r.engine = engine->name();
+  r.engine_note = engine->note();
+  const uint64_t bytes = c.bytes / kIoAlignment * kIoAlignment;
+  AlignedBuffer data(bytes);
+  for (uint64_t i = 0; i < bytes; i += 4096) std::memset(data.data() + i, int(i / 4096), 4096);
+  const std::string ours = c.dir + "/actkit-swap-bench.dat";
+  const std::string theirs = c.dir + "/actkit-swap-bench-fio.dat";
+  const bool fio = have_fio();
+  if (fio) r.fio_version = run_command("fio --version 2>/dev/null").substr(0, 32);
+  while (!r.fio_version.empty() && (r.fio_version.back() == '\n' || r.fio_version.back() == ' ')) r.fio_version.pop_back();
+  Bandwidth best_fio;
+  try {
+    for (int rep = 0; rep < c.repeats; ++rep) {
+      {
+        ::unlink(ours.c_str());
+        IoFile f = IoFile::open(ours, true);
+        r.direct = f.direct();
+        // Allocated up front, as fio does (its fallocate=native default): an
+        // O_DIRECT write that extends a file is serialized by the filesystem.
+        if (::posix_fallocate(f.fd(), 0, off_t(bytes)) != 0) throw IoError("cannot allocate " + ours, errno);
+        const int id = engine->add_file(f.fd(), f.direct(), f.path());
+        auto t0 = std::chrono::steady_clock::now();
+        engine->wait(engine->write(id, 0, data.data(), bytes, "bench"));
+        r.ours.write_gbps = std::max(r.ours.write_gbps, double(bytes) / seconds_since(t0) / 1e9);
+        t0 = std::chrono::steady_clock::now();
+        engine->wait(engine->read(id, 0, data.data(), bytes, "bench"));
+        r.ours.read_gbps = std::max(r.ours.read_gbps, double(bytes) / seconds_since(t0) / 1e9);
+        engine->remove_file(id);
+      }
+      if (fio) {
+        ::unlink(theirs.c_str());
+        best_fio.write_gbps = std::max(best_fio.write_gbps, fio_gbps(c, theirs, true));
+        best_fio.read_gbps = std::max(best_fio.read_gbps, fio_gbps(c, theirs, false));
+      }
+    }
+  } catch (...) {
+    ::unlink(ours.c_str());
+    ::unlink(theirs.c_str());
+    throw;
+  }
+  ::unlink(ours.c_str());
+  ::unlink(theirs.c_str());
+  if (fio) r.fio = best_fio;
+  return r;
+}
+
+}  // namespace actkit::bench
