@@ -28,6 +28,7 @@ struct BatchProbe {
   bool fits = false;
   double step_seconds = 0;    // of the last step, when it fits
   int64_t peak_reserved = 0;  // bytes the allocator held at most
+  int64_t left_behind = 0;    // bytes still held by LibTorch after a failed probe (CPU)
 };
 
 struct MaxBatchResult {
@@ -41,9 +42,9 @@ struct MaxBatchResult {
 // For each level: doubles the batch until a training step (forward,
 // backward, SGD with momentum) runs out of memory, then binary-searches the
 // boundary (to within 1/64 of it). Every probe builds the model afresh under
-// a fresh allocator (caching policy; defrag for levels with defrag=true),
-// and checks that an out-of-memory probe left nothing allocated. Throws
-// InvalidInput for a bad model/level/budget, Error if a probe leaks memory.
+// a fresh allocator (caching policy; defrag for levels with defrag=true), so
+// an out-of-memory probe cannot affect the next one. Throws InvalidInput for
+// a bad model/level/budget, Error if a successful probe leaks memory.
 std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& config,
                                          const std::function<void(const std::string&, const BatchProbe&)>& on_probe);
 

@@ -88,12 +88,14 @@ std::shared_ptr<BudgetAllocator> BudgetAllocator::create(const std::string& poli
   auto* a = new BudgetAllocator(policy, budget);
   register_owner(a, a->mapping_->base(), a->mapping_->base() + a->mapping_->size());
   return std::shared_ptr<BudgetAllocator>(a, [](BudgetAllocator* p) {
-    if (p->stats().allocated > 0) {
-      // Something (a LibTorch cache, a leaked tensor) still holds a block:
-      // keep the allocator and its memory rather than leave it dangling.
-      std::fprintf(stderr, "actkit: %s allocator kept alive: %lld bytes still allocated\n", p->policy(),
-                   static_cast<long long>(p->stats().allocated));
-      return;
+    {
+      std::lock_guard<std::mutex> lock(p->mu_);
+      if (p->blocks_->stats().allocated > 0) {
+        // Something (a LibTorch cache, a failed graph's gradients) still
+        // holds a block: the allocator lives on until the last one is freed.
+        p->orphaned_ = true;
+        return;
+      }
     }
     delete p;
   });
@@ -133,11 +135,16 @@ void BudgetAllocator::release(void* data) {
 }
 
 void BudgetAllocator::free_block(void* data) {
-  std::lock_guard<std::mutex> lock(mu_);
-  blocks_->free(uint64_t(static_cast<uint8_t*>(data) - mapping_->base()));
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_->free(uint64_t(static_cast<uint8_t*>(data) - mapping_->base()));
 #ifndef NDEBUG
-  blocks_->check_invariants();
+    blocks_->check_invariants();
 #endif
+    last = orphaned_ && blocks_->stats().allocated == 0;
+  }
+  if (last) delete this;  // its owner let go earlier; this was the last block
 }
 
 BlockStats BudgetAllocator::stats() const {

@@ -25,8 +25,9 @@ class BudgetAllocator final : public c10::Allocator {
   // `policy` is "caching" or "defrag"; `budget` bytes (-1: no limit).
   // Throws InvalidInput for an unknown policy, std::bad_alloc if the address
   // range cannot be mapped. Instances are never destroyed while a block they
-  // handed out is alive: the shared_ptr's deleter keeps them (and their
-  // mapping) if blocks remain, e.g. in a LibTorch cache.
+  // handed out is alive: if blocks remain when the last shared_ptr goes (a
+  // LibTorch cache, a failed graph's gradients), the allocator and its
+  // mapping live until the last of them is freed.
   static std::shared_ptr<BudgetAllocator> create(const std::string& policy, int64_t budget);
 
   // Both constness variants: LibTorch 1.13 declares allocate() const, 2.x
@@ -55,6 +56,7 @@ class BudgetAllocator final : public c10::Allocator {
   std::unique_ptr<Mapping> mapping_;
   std::unique_ptr<BlockAllocator> blocks_;
   mutable std::mutex mu_;
+  bool orphaned_ = false;  // the shared_ptr is gone; delete with the last block
 };
 
 }  // namespace actkit
