@@ -8,12 +8,39 @@
 
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/converters/convert.h"
+#include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 
 namespace actkit::bench {
 namespace {
 
 int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
+
+// Bytes held by tensors on the measured device: the tracking allocator on
+// the CPU, the caching allocator's statistics on CUDA.
+class MemoryMeter {
+ public:
+  explicit MemoryMeter(at::Device device) : device_(device) {}
+  int64_t current() const {
+    if (device_.is_cpu()) return tracking_.tracker().current_bytes();
+    synchronize(device_);
+    return device_memory_stats(device_).allocated_bytes;
+  }
+  int64_t peak() const {
+    return device_.is_cpu() ? tracking_.tracker().peak_bytes() : device_memory_stats(device_).peak_allocated_bytes;
+  }
+  void reset_peak() {
+    if (device_.is_cpu()) {
+      tracking_.tracker().reset_peak();
+    } else {
+      reset_device_peaks(device_);
+    }
+  }
+
+ private:
+  at::Device device_;
+  ScopedCpuTracking tracking_;
+};
 
 }  // namespace
 
@@ -26,17 +53,18 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
   if (config.steps < 1) throw InvalidInput("memory: steps must be >= 1");
   for (const auto& level : config.levels) parse_level(level);  // fail before any work
 
-  ScopedCpuTracking tracking;
-  TrackingAllocator& tracker = tracking.tracker();
+  const at::Device device(config.device);
+  MemoryMeter meter(device);
   std::vector<StepMeasurement> results;
   for (const auto& level : config.levels) {
     at::manual_seed(int64_t(config.seed));
     ModelOptions o = config.options;
     o.image_size = config.length;
     auto model = make_model(config.model, o);
+    model->to(device);
     const ConvertResult converted = convert(*model, level, config.seed);
     model->train();
-    const at::Tensor input = model->example_input(config.batch, config.length);
+    const at::Tensor input = model->example_input(config.batch, config.length).to(device);
     const at::Tensor labels = model->example_labels(input);
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(1e-3).momentum(0.9));
 
@@ -45,20 +73,21 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
     double best = 1e300;
     for (int step = 0; step <= config.steps; ++step) {
       opt.zero_grad();
-      tracker.reset_peak();
-      const int64_t before = tracker.current_bytes();
+      meter.reset_peak();
+      const int64_t before = meter.current();
       const auto t0 = std::chrono::steady_clock::now();
       at::Tensor output = model->forward(input);
       at::Tensor loss = model->loss(input, output, labels);
-      const int64_t ready = tracker.current_bytes();
+      const int64_t ready = meter.current();
       if (step == 0) m.activation_bytes = activation_bytes(before, ready, output, loss);
       output = at::Tensor();  // the graph keeps what backward needs
       loss.backward();
       opt.step();
       converted.controller->step();
+      synchronize(device);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (step > 0) best = std::min(best, s);  // step 0 is the warm-up
-      if (step == 0) m.peak_bytes = tracker.peak_bytes();
+      if (step == 0) m.peak_bytes = meter.peak();
     }
     m.step_seconds = best;
     const ControllerStats stats = converted.controller->stats();

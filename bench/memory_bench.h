@@ -29,6 +29,7 @@ struct MemoryBenchConfig {
   std::vector<std::string> levels = {"L0", "L1", "L2", "L3"};
   uint64_t seed = 0;
   int steps = 2;  // timed steps per level after one warm-up step
+  std::string device = "cpu";  // or "cuda[:N]" (memory from the CUDA caching allocator)
 };
 
 // Activation memory as ActNN measures it: bytes held right before backward
@@ -37,8 +38,8 @@ struct MemoryBenchConfig {
 int64_t activation_bytes(int64_t before, int64_t ready, const at::Tensor& output, const at::Tensor& loss);
 
 // Builds the model once per level (same seed, so same weights and inputs),
-// converts it, and measures training steps on the CPU with the tracking
-// allocator installed. Throws InvalidInput for an unknown model or level, or
+// converts it, and measures training steps on `device` (the CPU with the
+// tracking allocator installed, or CUDA). Throws InvalidInput for an unknown model or level, or
 // a batch/length below 1.
 std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config);
 

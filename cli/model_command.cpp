@@ -25,6 +25,7 @@ struct MemoryArgs {
   std::string json_path;
   int steps = 1;
   uint64_t seed = 0;
+  std::string device = "cpu";
 };
 
 void run_memory(const MemoryArgs& a) {
@@ -33,6 +34,7 @@ void run_memory(const MemoryArgs& a) {
   config.batch = a.batch;
   config.steps = a.steps;
   config.seed = a.seed;
+  config.device = a.device;
   config.levels = split(a.levels, ',');
   if (config.levels.empty()) throw InvalidInput("memory: --levels is empty");
   const bool tokens = is_token_model(a.model);
@@ -41,8 +43,8 @@ void run_memory(const MemoryArgs& a) {
   config.length = tokens ? (a.seq_len != 0 ? a.seq_len : 256) : (a.image_size != 0 ? a.image_size : 224);
   if (tokens) config.options.max_positions = std::max<int64_t>(config.length, 1024);
 
-  fmt::print("{} batch {} {} {} (CPU, one training step per level)\n", a.model, a.batch,
-             tokens ? "sequence" : "image", config.length);
+  fmt::print("{} batch {} {} {} ({}, one training step per level)\n", a.model, a.batch,
+             tokens ? "sequence" : "image", config.length, a.device);
   const auto results = bench::run_memory_bench(config);
   const double l0 = double(results.front().activation_bytes);
   fmt::print("{:<8} {:>16} {:>16} {:>10} {:>12} {:>10}\n", "level", "activations", "peak", "vs first", "step time",
@@ -80,6 +82,7 @@ void add_model_commands(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   memory->add_option("--seed", m->seed, "Seed for weights, inputs and rounding")->capture_default_str();
+  memory->add_option("--device", m->device, "cpu or cuda[:N]")->capture_default_str();
   memory->add_option("--json", m->json_path, "Also write the results as JSON to this file");
   memory->callback([m] { run_memory(*m); });
 

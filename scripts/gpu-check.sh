@@ -55,6 +55,13 @@ set -e
 build-gpu/bin/actkit --version
 build-gpu/bin/actkit bench codec --device cuda --size 1GiB --json "$out/bench-codec-cuda.json" | tee "$out/bench-cuda.txt"
 build-gpu/bin/actkit bench codec --json "$out/bench-codec-cpu.json" | tee "$out/bench-cpu.txt"
+# Device memory per level and max batch on the real device (issue figures).
+build-gpu/bin/actkit memory --model resnet50 --batch 64 --image-size 224 --levels L0,L1,L2,L3,L4 \
+  --json "$out/memory-resnet50-cuda.json" | tee "$out/memory-cuda.txt" || true
+build-gpu/bin/actkit maxbatch --model resnet50 --image-size 224 --device cuda --levels L0,L3,L4 \
+  --json "$out/maxbatch-resnet50-cuda.json" | tee "$out/maxbatch-cuda.txt" || true
+build-gpu/bin/actkit bench swap --dir "${SWAP_DIR:-/tmp}" --size 4GiB --repeats 3 \
+  --json "$out/bench-swap.json" | tee "$out/bench-swap.txt" || true
 
 echo
 echo "== summary"

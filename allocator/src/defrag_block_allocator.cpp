@@ -2,8 +2,9 @@
 // free extents that coalesce across the whole range, and a 2 MiB granule is
 // reserved only while some live block touches it, so memory between blocks
 // goes back to the device instead of staying stranded inside a segment (the
-// caching allocator's fragmentation). Small blocks: size-class slabs of one
-// granule, so they do not pepper the arena with holes.
+// caching allocator's fragmentation). Small blocks: size-class slabs of
+// eight blocks (16 KiB at least), themselves placed in the arena, so small
+// blocks neither pepper the arena with holes nor hold a granule per class.
 #include <c10/util/StringUtil.h>
 
 #include <algorithm>
@@ -24,13 +25,17 @@ using detail::kGranule;
 using detail::kMinBlock;
 
 constexpr uint64_t kSlabMax = uint64_t(256) << 10;  // larger blocks go to the arena
+constexpr uint64_t kSlabBlocks = 8;
+constexpr uint64_t kMinSlab = uint64_t(16) << 10;
 
-// Size classes: 512-byte steps to 4 KiB, then four per power of two (<= 25% waste).
+uint64_t slab_bytes(uint64_t class_size) { return std::max(kMinSlab, class_size * kSlabBlocks); }
+
+// Size classes: 512-byte steps to 4 KiB, then eight per power of two (<= 12.5% waste).
 std::vector<uint64_t> size_classes() {
   std::vector<uint64_t> c;
   for (uint64_t s = kMinBlock; s <= 4096; s += kMinBlock) c.push_back(s);
   for (uint64_t p = 4096; p < kSlabMax; p *= 2) {
-    for (uint64_t k = 1; k <= 4; ++k) c.push_back(p + p / 4 * k);
+    for (uint64_t k = 1; k <= 8; ++k) c.push_back(p + p / 8 * k);
   }
   return c;
 }
@@ -73,7 +78,7 @@ class DefragBlockAllocator final : public BlockAllocator {
     s.free_slots.push_back(uint32_t((address - s.address) / l.size));
     if (s.free_slots.size() == s.slots) {  // empty: back to the arena
       partial_[s.cls].erase({s.address, l.slab});
-      give(s.address, kGranule);
+      give(s.address, slab_bytes(classes_[s.cls]));
       s = Slab{};
       unused_slabs_.push_back(l.slab);
     } else if (s.free_slots.size() == 1) {
@@ -93,7 +98,7 @@ class DefragBlockAllocator final : public BlockAllocator {
       if (l.slab < 0) ranges.emplace_back(addr, l.size);
     }
     for (const Slab& s : slabs_) {
-      if (s.slots != 0) ranges.emplace_back(s.address, kGranule);
+      if (s.slots != 0) ranges.emplace_back(s.address, slab_bytes(classes_[s.cls]));
     }
     std::sort(ranges.begin(), ranges.end());
     for (size_t i = 0; i < ranges.size(); ++i) {
@@ -136,7 +141,7 @@ class DefragBlockAllocator final : public BlockAllocator {
     if (!partial_[cls].empty()) {
       index = partial_[cls].begin()->second;  // lowest address first: packs towards the bottom
     } else {
-      const uint64_t at = take(kGranule, kGranule, requested);
+      const uint64_t at = take(slab_bytes(class_size), kMinBlock, requested);
       if (unused_slabs_.empty()) {
         unused_slabs_.push_back(int32_t(slabs_.size()));
         slabs_.emplace_back();
@@ -146,7 +151,7 @@ class DefragBlockAllocator final : public BlockAllocator {
       Slab& s = slabs_[size_t(index)];
       s.address = at;
       s.cls = cls;
-      s.slots = uint32_t(kGranule / class_size);
+      s.slots = uint32_t(slab_bytes(class_size) / class_size);
       s.free_slots.clear();
       for (uint32_t i = s.slots; i-- > 0;) s.free_slots.push_back(i);
       partial_[cls].insert({at, index});

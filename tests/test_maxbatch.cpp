@@ -1,0 +1,46 @@
+// The max-batch search: a probe that runs out of memory must not affect the
+// next one, and the answer must sit exactly on the boundary it measured.
+#include <gtest/gtest.h>
+
+#include "actkit/core/errors.h"
+#include "maxbatch_bench.h"
+
+namespace actkit {
+namespace {
+
+TEST(MaxBatch, FindsTheBoundaryAndCompressionRaisesIt) {
+  bench::MaxBatchConfig c;
+  c.model = "resnet18";
+  c.options.num_classes = 10;
+  c.length = 16;
+  c.levels = {"L0", "L3"};
+  c.budget = 220 << 20;  // ResNet-18 weights, gradients and momentum take about 140 MiB
+  c.limit = 32;
+  const auto results = bench::run_maxbatch(c, nullptr);
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    ASSERT_GT(r.max_batch, 0) << r.level;
+    EXPECT_GT(r.throughput, 0) << r.level;
+    for (const auto& p : r.probes) {
+      // Every batch up to the answer fitted and every larger one did not.
+      EXPECT_EQ(p.fits, p.batch <= r.max_batch) << r.level << " batch " << p.batch;
+      if (p.fits) EXPECT_LE(p.peak_reserved, c.budget);
+    }
+  }
+  EXPECT_GT(results[1].max_batch, results[0].max_batch);
+}
+
+TEST(MaxBatch, BadConfigurationsAreClearErrors) {
+  bench::MaxBatchConfig c;
+  c.budget = 1000;
+  EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
+  c = {};
+  c.levels = {"L9"};
+  EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
+  c = {};
+  c.model = "resnet19";
+  EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
+}
+
+}  // namespace
+}  // namespace actkit
