@@ -14,8 +14,8 @@ TEST(MaxBatch, FindsTheBoundaryAndCompressionRaisesIt) {
   c.options.num_classes = 10;
   c.length = 16;
   c.levels = {"L0", "L3"};
-  c.budget = 220 << 20;  // ResNet-18 weights, gradients and momentum take about 140 MiB
-  c.limit = 32;
+  c.budget = 170 << 20;  // ResNet-18 weights, gradients and momentum take about 140 MiB
+  c.limit = 128;
   const auto results = bench::run_maxbatch(c, nullptr);
   ASSERT_EQ(results.size(), 2u);
   for (const auto& r : results) {
