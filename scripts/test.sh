@@ -15,13 +15,13 @@ bash scripts/setup.sh
 step "unit tests"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 
-step "sanitizers (ASan + UBSan): codecs and untrusted payloads"
+step "sanitizers (ASan + UBSan): codecs, untrusted payloads, I/O engine, store, allocators"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACTKIT_SANITIZE=ON \
   -DACTKIT_BUILD_BENCH=OFF -DACTKIT_BUILD_CLI=OFF -DACTKIT_CUDA_COMPILE_CHECK=OFF
 cmake --build build-asan --target actkit_tests
 # LibTorch itself is not instrumented and keeps global state alive at exit.
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:Mask.*:Index.*:BitPack.*'
+  build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:*Policy*:AllocationTrace.*'
 
 step "downstream project against the installed package"
 cmake --install build --prefix build/install
@@ -35,11 +35,22 @@ build/bin/actkit bench codec --size 16MiB --min-time 0.05 --json build/bench-cod
 grep -q '"memcpy_gbps"' build/bench-codec.json
 build/bin/actkit convert --model resnet18 --level L3 > build/convert.txt
 grep -q "QConv2d" build/convert.txt
-build/bin/actkit memory --model resnet18 --batch 4 --image-size 32 --levels L0,L3 --json build/memory.json
+build/bin/actkit memory --model resnet18 --batch 4 --image-size 32 --levels L0,L3,L4 --json build/memory.json
 grep -q '"activation_bytes"' build/memory.json
 build/bin/actkit train --model resnet18 --data fashion-mnist --level L3 --epochs 1 --train-limit 256 \
   --json build/train.json
 grep -q '"final_test_accuracy"' build/train.json
+build/bin/actkit maxbatch --model resnet18 --image-size 16 --budget 170MiB --levels L0,L5 --limit 16 \
+  --json build/maxbatch.json --plot build/maxbatch.svg
+grep -q '"max_batch"' build/maxbatch.json && grep -q "<svg" build/maxbatch.svg
+build/bin/actkit bench swap --dir build --size 64MiB --repeats 1 --json build/bench-swap.json
+grep -q '"read_gbps"' build/bench-swap.json
+build/bin/actkit bench alloc --traces resnet18:4:32:L0,resnet18:4:32:L3 --steps 1 --json build/bench-alloc.json
+grep -q '"baseline_fragmentation"' build/bench-alloc.json
+if build/bin/actkit maxbatch --model resnet18 --budget lots 2>/dev/null; then
+  echo "a malformed budget must fail" >&2
+  exit 1
+fi
 if build/bin/actkit train --model no-such-model --train-limit 8 2>/dev/null; then
   echo "a bad model name must fail" >&2
   exit 1
