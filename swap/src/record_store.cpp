@@ -90,10 +90,8 @@ RecordStore::~RecordStore() {
       // The caller never asked; the old record of that key is intact.
     }
   }
-  std::vector<std::string> pf;
-  for (auto& [key, p] : prefetched_) pf.push_back(key);
   std::lock_guard<std::mutex> lock(mu_);
-  for (const std::string& k : pf) drop_prefetch_locked(k);
+  while (!prefetched_.empty()) drop_prefetch_locked(prefetched_.begin()->first);
   engine_->remove_file(file_id_);
 }
 
