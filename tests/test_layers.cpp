@@ -296,6 +296,23 @@ TEST(Layers, ConsecutiveLayersOnOneTensorStoreItOnce) {
   ASSERT_TRUE(x.grad().defined());
 }
 
+// ReLU(inplace=true), as the zoo's ResNets use it: overwrites its input like
+// the plain layer and gives the same values and gradients.
+TEST(Layers, InPlaceReLUOverwritesItsInputAndMatchesThePlainLayer) {
+  auto ctrl = controller("L3");
+  QReLU q(std::make_shared<torch::nn::ReLUImpl>(torch::nn::ReLUOptions(true)), ctrl, "relu", LayerKind::kActivation);
+  const at::Tensor x = at::randn({4, 8, 5, 5}).requires_grad_();
+  const at::Tensor gy = at::randn({4, 8, 5, 5});
+  at::Tensor h = x * 2;  // an intermediate, as in a network
+  const void* storage = h.data_ptr();
+  const at::Tensor y = q->forward(h);
+  EXPECT_EQ(y.data_ptr(), storage);
+  EXPECT_TRUE(bitwise_equal(h, at::relu(x.detach() * 2)));
+  y.backward(gy);
+  const at::Tensor expect = gy.masked_fill(x.detach() <= 0, 0) * 2;
+  EXPECT_TRUE(bitwise_equal(x.grad(), expect));
+}
+
 TEST(Layers, UnsupportedOptionsFallBackToThePlainLayer) {
   auto conv = std::make_shared<torch::nn::Conv2dImpl>(
       torch::nn::Conv2dOptions(2, 2, 3).padding(1).padding_mode(torch::kReflect));

@@ -23,10 +23,17 @@ enum class MaskedActivation { kReLU, kReLU6 };
 
 struct MaskedActivationFunction : torch::autograd::Function<MaskedActivationFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, MaskedActivation kind,
-                            const LayerHandle& layer) {
+                            const LayerHandle& layer, bool inplace) {
     at::Tensor y;
     if (kind == MaskedActivation::kReLU) {
-      y = at::relu(x);
+      // In place, as torchvision's ReLU(inplace=true): no second tensor of x's
+      // size while the mask is made (the mask is all backward needs).
+      if (inplace) {
+        y = at::relu_(const_cast<at::Tensor&>(x));
+        ctx->mark_dirty({x});
+      } else {
+        y = at::relu(x);
+      }
       save_mask(ctx, layer, encode_positive_mask(y), x);
     } else {
       y = at::hardtanh(x, 0, 6);
@@ -39,7 +46,7 @@ struct MaskedActivationFunction : torch::autograd::Function<MaskedActivationFunc
     begin_backward(ctx, grads[0]);
     const at::Tensor pass = load_decoded(ctx, "mask");
     // Same values as the plain backward (+0 where the gradient is blocked).
-    return {grads[0].masked_fill(pass.logical_not(), 0), at::Tensor(), at::Tensor()};
+    return {grads[0].masked_fill(pass.logical_not(), 0), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -191,14 +198,14 @@ std::vector<int64_t> pair(at::IntArrayRef v, const char* what, const char* field
 
 }  // namespace
 
-at::Tensor qrelu(const at::Tensor& x, const LayerHandle& layer) {
+at::Tensor qrelu(const at::Tensor& x, const LayerHandle& layer, bool inplace) {
   check_layer(layer, "qrelu");
-  return MaskedActivationFunction::apply(x, MaskedActivation::kReLU, layer);
+  return MaskedActivationFunction::apply(x, MaskedActivation::kReLU, layer, inplace);
 }
 
 at::Tensor qrelu6(const at::Tensor& x, const LayerHandle& layer) {
   check_layer(layer, "qrelu6");
-  return MaskedActivationFunction::apply(x, MaskedActivation::kReLU6, layer);
+  return MaskedActivationFunction::apply(x, MaskedActivation::kReLU6, layer, false);
 }
 
 at::Tensor qgelu(const at::Tensor& x, const std::string& approximate, const LayerHandle& layer) {

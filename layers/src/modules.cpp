@@ -111,7 +111,9 @@ at::Tensor QLayerNormImpl::forward(const at::Tensor& x) {
 
 // --- activations and dropout ------------------------------------------------
 
-at::Tensor QReLUImpl::forward(const at::Tensor& x) { return compresses(x) ? qrelu(x, layer_) : plain(x); }
+at::Tensor QReLUImpl::forward(const at::Tensor& x) {
+  return compresses(x) ? qrelu(x, layer_, inner()->options.inplace()) : plain(x);
+}
 
 at::Tensor QReLU6Impl::forward(const at::Tensor& x) { return compresses(x) ? qrelu6(x, layer_) : plain(x); }
 

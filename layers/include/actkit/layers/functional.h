@@ -51,8 +51,9 @@ at::Tensor qbatch_norm(const at::Tensor& x, const c10::optional<at::Tensor>& wei
 at::Tensor qlayer_norm(const at::Tensor& x, at::IntArrayRef normalized_shape, const c10::optional<at::Tensor>& weight,
                        const c10::optional<at::Tensor>& bias, double eps, const LayerHandle& layer);
 
-// ReLU; saves a 1-bit mask.
-at::Tensor qrelu(const at::Tensor& x, const LayerHandle& layer);
+// ReLU; saves a 1-bit mask. `inplace` overwrites x (which must not be a
+// leaf that requires grad, as for at::relu_) and returns it.
+at::Tensor qrelu(const at::Tensor& x, const LayerHandle& layer, bool inplace = false);
 // ReLU6 (hardtanh to [0, 6]); saves a 1-bit mask of 0 < x < 6.
 at::Tensor qrelu6(const at::Tensor& x, const LayerHandle& layer);
 // GELU ("none" or "tanh") and SiLU; save the quantized input.
