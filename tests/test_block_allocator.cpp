@@ -2,6 +2,7 @@
 // allocator built on them, and trace record / replay.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <unordered_map>
@@ -26,7 +27,8 @@ class PolicyTest : public testing::TestWithParam<std::string> {};
 TEST_P(PolicyTest, RandomSequencesKeepBlocksDisjointAndWithinTheLimit) {
   for (uint64_t seed : {1, 2, 3}) {
     const int64_t limit = 256 * kMiB;
-    auto a = make_block_allocator(GetParam(), limit);
+    auto a = GetParam() == "defrag-retain" ? make_defrag_allocator(limit, nullptr, 0, /*retain_freed=*/true)
+                                           : make_block_allocator(GetParam(), limit);
     std::mt19937_64 rng(seed);
     std::vector<std::pair<uint64_t, uint64_t>> live;  // address, bytes
     int64_t ooms = 0;
@@ -59,7 +61,12 @@ TEST_P(PolicyTest, RandomSequencesKeepBlocksDisjointAndWithinTheLimit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, PolicyTest, testing::Values("caching", "defrag"));
+INSTANTIATE_TEST_SUITE_P(Policies, PolicyTest, testing::Values("caching", "defrag", "defrag-retain"),
+                         [](const testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           n.erase(std::remove(n.begin(), n.end(), '-'), n.end());
+                           return n;
+                         });
 
 TEST(CachingPolicy, ReservesSegmentsLikePyTorch) {
   auto a = make_caching_allocator();

@@ -81,7 +81,10 @@ BudgetAllocator* owner_of(void* p) {
 BudgetAllocator::BudgetAllocator(const std::string& policy, int64_t budget) {
   auto probe = make_block_allocator(policy, budget);  // validates, and sizes the range
   mapping_ = std::make_unique<Mapping>(probe->address_space());
-  blocks_ = make_block_allocator(policy, budget, mapping_.get(), mapping_->size());
+  // Under a budget, the defrag policy keeps emptied granules until the
+  // budget needs them: the next step reuses them without page faults.
+  blocks_ = policy == "defrag" ? make_defrag_allocator(budget, mapping_.get(), mapping_->size(), /*retain_freed=*/true)
+                               : make_block_allocator(policy, budget, mapping_.get(), mapping_->size());
 }
 
 std::shared_ptr<BudgetAllocator> BudgetAllocator::create(const std::string& policy, int64_t budget) {

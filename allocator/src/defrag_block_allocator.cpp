@@ -42,9 +42,9 @@ std::vector<uint64_t> size_classes() {
 
 class DefragBlockAllocator final : public BlockAllocator {
  public:
-  DefragBlockAllocator(int64_t limit, MemoryBacking* backing, uint64_t space)
-      : BlockAllocator(limit, backing), space_(space), users_(space / kGranule, 0), classes_(size_classes()),
-        partial_(classes_.size()) {
+  DefragBlockAllocator(int64_t limit, MemoryBacking* backing, uint64_t space, bool retain)
+      : BlockAllocator(limit, backing), space_(space), retain_(retain), users_(space / kGranule, 0),
+        classes_(size_classes()), partial_(classes_.size()) {
     arena_.release(0, space_);
   }
 
@@ -86,8 +86,23 @@ class DefragBlockAllocator final : public BlockAllocator {
     }
   }
 
-  // Nothing is cached: unused granules are unreserved as soon as they empty.
-  void release_cached() override {}
+  // Unreserves the granules kept for reuse (retain mode); without retain
+  // there is nothing cached: granules go as soon as they empty.
+  void release_cached() override {
+    std::vector<uint64_t> granules(retained_.begin(), retained_.end());
+    retained_.clear();
+    if (granules.empty()) return;
+    size_t i = 0;
+    for_granule_runs(granules.front(), granules.back(),
+                     [&](uint64_t g) {
+                       if (i < granules.size() && granules[i] == g) {
+                         ++i;
+                         return true;
+                       }
+                       return false;
+                     },
+                     [&](uint64_t off, uint64_t len) { unreserve(off, len); });
+  }
 
   void check_invariants() const override {
     std::vector<uint32_t> users(users_.size(), 0);
@@ -112,10 +127,11 @@ class DefragBlockAllocator final : public BlockAllocator {
       if (f != arena_.extents().end() && f->first < addr + len) throw std::logic_error("defrag allocator: free space inside a block");
       for (uint64_t g = addr / kGranule; g <= (addr + len - 1) / kGranule; ++g) ++users[g];
     }
-    int64_t reserved = 0;
+    int64_t reserved = int64_t(retained_.size() * kGranule);
     for (size_t g = 0; g < users.size(); ++g) {
       if (users[g] != users_[g]) throw std::logic_error("defrag allocator: granule use counts drifted");
       if (users[g] > 0) reserved += int64_t(kGranule);
+      if (users[g] > 0 && retained_.count(g)) throw std::logic_error("defrag allocator: a used granule is also retained");
     }
     if (reserved != stats_.reserved) throw std::logic_error("defrag allocator: reserved bytes drifted");
     if (allocated != stats_.allocated) throw std::logic_error("defrag allocator: allocated bytes drifted");
@@ -170,13 +186,21 @@ class DefragBlockAllocator final : public BlockAllocator {
     const auto at = arena_.take(size, align);
     if (!at) refuse(requested);
     const uint64_t first = *at / kGranule, last = (*at + size - 1) / kGranule;
-    int64_t fresh = 0;
-    for (uint64_t g = first; g <= last; ++g) fresh += users_[g] == 0 ? 1 : 0;
-    if (!fits(fresh * int64_t(kGranule))) {
-      arena_.release(*at, size);
-      refuse(requested);
+    auto fresh = [&] {
+      int64_t n = 0;
+      for (uint64_t g = first; g <= last; ++g) n += users_[g] == 0 && !retained_.count(g) ? 1 : 0;
+      return n * int64_t(kGranule);
+    };
+    if (!fits(fresh())) {
+      release_cached();  // retained granules go back first
+      if (!fits(fresh())) {
+        arena_.release(*at, size);
+        refuse(requested);
+      }
     }
-    for_granule_runs(first, last, [&](uint64_t g) { return users_[g]++ == 0; },
+    // Granules kept from earlier frees are reused as they are (no page faults).
+    for_granule_runs(first, last,
+                     [&](uint64_t g) { return users_[g]++ == 0 && retained_.erase(g) == 0; },
                      [&](uint64_t off, uint64_t len) { reserve(off, len); });
     return *at;
   }
@@ -184,7 +208,13 @@ class DefragBlockAllocator final : public BlockAllocator {
   void give(uint64_t address, uint64_t size) {
     arena_.release(address, size);
     const uint64_t first = address / kGranule, last = (address + size - 1) / kGranule;
-    for_granule_runs(first, last, [&](uint64_t g) { return --users_[g] == 0; },
+    for_granule_runs(first, last,
+                     [&](uint64_t g) {
+                       if (--users_[g] != 0) return false;
+                       if (!retain_) return true;
+                       retained_.insert(g);  // stays reserved until an allocation needs the room
+                       return false;
+                     },
                      [&](uint64_t off, uint64_t len) { unreserve(off, len); });
   }
 
@@ -206,6 +236,8 @@ class DefragBlockAllocator final : public BlockAllocator {
   }
 
   uint64_t space_;
+  bool retain_;
+  std::set<uint64_t> retained_;  // empty granules still reserved (retain mode)
   ExtentMap arena_;
   std::vector<uint32_t> users_;  // live blocks touching each granule
   std::vector<uint64_t> classes_;
@@ -217,8 +249,10 @@ class DefragBlockAllocator final : public BlockAllocator {
 
 }  // namespace
 
-std::unique_ptr<BlockAllocator> make_defrag_allocator(int64_t limit, MemoryBacking* backing, uint64_t address_space) {
-  return std::make_unique<DefragBlockAllocator>(limit, backing, detail::default_address_space(limit, address_space));
+std::unique_ptr<BlockAllocator> make_defrag_allocator(int64_t limit, MemoryBacking* backing, uint64_t address_space,
+                                                      bool retain_freed) {
+  return std::make_unique<DefragBlockAllocator>(limit, backing, detail::default_address_space(limit, address_space),
+                                                retain_freed);
 }
 
 }  // namespace actkit

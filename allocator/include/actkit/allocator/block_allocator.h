@@ -95,8 +95,11 @@ class BlockAllocator {
 // a range large enough for the limit (64 GiB without one).
 std::unique_ptr<BlockAllocator> make_caching_allocator(int64_t limit = -1, MemoryBacking* backing = nullptr,
                                                        uint64_t address_space = 0);
+// `retain_freed`: granules that empty stay reserved (counted) until an
+// allocation would pass the limit, so real memory is not faulted in again
+// every step; replays leave it off to measure the policy's own footprint.
 std::unique_ptr<BlockAllocator> make_defrag_allocator(int64_t limit = -1, MemoryBacking* backing = nullptr,
-                                                      uint64_t address_space = 0);
+                                                      uint64_t address_space = 0, bool retain_freed = false);
 // "caching" or "defrag"; throws InvalidInput for another name.
 std::unique_ptr<BlockAllocator> make_block_allocator(const std::string& kind, int64_t limit = -1,
                                                      MemoryBacking* backing = nullptr, uint64_t address_space = 0);
