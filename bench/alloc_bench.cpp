@@ -1,4 +1,5 @@
 #include "alloc_bench.h"
+#include "training_setup.h"
 
 #include <torch/torch.h>
 
@@ -37,24 +38,12 @@ TraceSpec parse_trace_spec(const std::string& text) {
 }
 
 AllocationTrace record_training_trace(const TraceSpec& spec, int steps, uint64_t seed) {
-  at::manual_seed(int64_t(seed));
   ModelOptions o;
-  o.image_size = spec.length;
   o.max_positions = std::max<int64_t>(spec.length, 1024);
   ScopedCpuTracking tracking;
-  auto model = make_model(spec.model, o);
-  const ConvertResult converted = convert(*model, spec.level, seed);
-  model->train();
-  const at::Tensor input = model->example_input(spec.batch, spec.length);
-  const at::Tensor labels = model->example_labels(input);
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(1e-3).momentum(0.9));
+  TrainingSetup t = make_training_setup(spec.model, o, spec.length, spec.batch, spec.level, seed);
   tracking.tracker().start_recording();
-  for (int s = 0; s < steps; ++s) {
-    opt.zero_grad();
-    model->loss(input, model->forward(input), labels).backward();
-    opt.step();
-    converted.controller->step();
-  }
+  for (int s = 0; s < steps; ++s) t.step();
   return tracking.tracker().stop_recording(spec.name());
 }
 

@@ -1,4 +1,5 @@
 #include "maxbatch_bench.h"
+#include "training_setup.h"
 
 #include <torch/torch.h>
 
@@ -20,23 +21,11 @@ namespace {
 bool train_steps(const MaxBatchConfig& c, const std::string& level, int64_t batch, at::Device device,
                  double* last_seconds) {
   try {
-    at::manual_seed(int64_t(c.seed));
-    ModelOptions o = c.options;
-    o.image_size = c.length;
-    auto model = make_model(c.model, o);
-    model->to(device);
-    const ConvertResult converted = convert(*model, level, c.seed);
-    model->train();
-    const at::Tensor input = model->example_input(batch, c.length).to(device);
-    const at::Tensor labels = model->example_labels(input);
-    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(1e-3).momentum(0.9));
+    TrainingSetup t = make_training_setup(c.model, c.options, c.length, batch, level, c.seed, device);
     for (int s = 0; s < c.steps; ++s) {
       synchronize(device);
       const auto t0 = std::chrono::steady_clock::now();
-      opt.zero_grad();
-      model->loss(input, model->forward(input), labels).backward();
-      opt.step();
-      converted.controller->step();
+      t.step();
       synchronize(device);
       *last_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }

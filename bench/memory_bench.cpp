@@ -1,4 +1,5 @@
 #include "memory_bench.h"
+#include "training_setup.h"
 
 #include <torch/torch.h>
 
@@ -57,16 +58,13 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
   MemoryMeter meter(device);
   std::vector<StepMeasurement> results;
   for (const auto& level : config.levels) {
-    at::manual_seed(int64_t(config.seed));
-    ModelOptions o = config.options;
-    o.image_size = config.length;
-    auto model = make_model(config.model, o);
-    model->to(device);
-    const ConvertResult converted = convert(*model, level, config.seed);
-    model->train();
-    const at::Tensor input = model->example_input(config.batch, config.length).to(device);
-    const at::Tensor labels = model->example_labels(input);
-    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(1e-3).momentum(0.9));
+    TrainingSetup t =
+        make_training_setup(config.model, config.options, config.length, config.batch, level, config.seed, device);
+    ZooModel* model = t.model.get();
+    const at::Tensor& input = t.input;
+    const at::Tensor& labels = t.labels;
+    torch::optim::SGD& opt = *t.optimizer;
+    const ConvertResult& converted = t.converted;
 
     StepMeasurement m;
     m.level = level;

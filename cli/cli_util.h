@@ -29,6 +29,18 @@ inline bool is_token_model(const std::string& model) {
   return model.rfind("gpt2", 0) == 0 || model.rfind("bert", 0) == 0;
 }
 
+// The input length a command runs `model` at: --seq-len for token models,
+// --image-size otherwise (0 = not given, use the default). Throws
+// InvalidInput naming `command` when the wrong one is given.
+inline int64_t input_length(const std::string& command, const std::string& model, int64_t image_size,
+                            int64_t seq_len, int64_t default_image, int64_t default_seq = 256) {
+  const bool tokens = is_token_model(model);
+  if (tokens && image_size != 0) throw InvalidInput(command + ": " + model + " takes --seq-len, not --image-size");
+  if (!tokens && seq_len != 0) throw InvalidInput(command + ": " + model + " takes --image-size, not --seq-len");
+  if (tokens) return seq_len != 0 ? seq_len : default_seq;
+  return image_size != 0 ? image_size : default_image;
+}
+
 inline std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 
 // Writes `j` (pretty-printed) to `path`; throws Error if it cannot.

@@ -59,9 +59,7 @@ void run(const MaxBatchArgs& a) {
   c.levels = split(a.levels, ',');
   if (c.levels.empty()) throw InvalidInput("maxbatch: --levels is empty");
   const bool tokens = is_token_model(a.model);
-  if (tokens && a.image_size != 0) throw InvalidInput("maxbatch: " + a.model + " takes --seq-len, not --image-size");
-  if (!tokens && a.seq_len != 0) throw InvalidInput("maxbatch: " + a.model + " takes --image-size, not --seq-len");
-  c.length = tokens ? (a.seq_len != 0 ? a.seq_len : 256) : (a.image_size != 0 ? a.image_size : 64);
+  c.length = input_length("maxbatch", a.model, a.image_size, a.seq_len, 64);
   if (tokens) c.options.max_positions = std::max<int64_t>(c.length, 1024);
   c.device = a.device;
   const bool cpu = at::Device(a.device).is_cpu();

@@ -38,9 +38,7 @@ void run_memory(const MemoryArgs& a) {
   config.levels = split(a.levels, ',');
   if (config.levels.empty()) throw InvalidInput("memory: --levels is empty");
   const bool tokens = is_token_model(a.model);
-  if (tokens && a.image_size != 0) throw InvalidInput("memory: " + a.model + " takes --seq-len, not --image-size");
-  if (!tokens && a.seq_len != 0) throw InvalidInput("memory: " + a.model + " takes --image-size, not --seq-len");
-  config.length = tokens ? (a.seq_len != 0 ? a.seq_len : 256) : (a.image_size != 0 ? a.image_size : 224);
+  config.length = input_length("memory", a.model, a.image_size, a.seq_len, 224);
   if (tokens) config.options.max_positions = std::max<int64_t>(config.length, 1024);
 
   fmt::print("{} batch {} {} {} ({}, one training step per level)\n", a.model, a.batch,
