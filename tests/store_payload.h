@@ -19,13 +19,13 @@ inline std::vector<uint8_t> store_payload(const std::string& key, uint64_t versi
     h *= 0xbf58476d1ce4e5b9ull;
     out[i] = uint8_t(h >> 56);
   }
-  std::memcpy(out.data(), &version, std::min(bytes, sizeof(version)));
+  if (bytes > 0) std::memcpy(out.data(), &version, std::min(bytes, sizeof(version)));
   return out;
 }
 
 inline uint64_t store_payload_version(const std::vector<uint8_t>& data) {
   uint64_t v = 0;
-  std::memcpy(&v, data.data(), std::min(data.size(), sizeof(v)));
+  if (!data.empty()) std::memcpy(&v, data.data(), std::min(data.size(), sizeof(v)));
   return v;
 }
 
