@@ -234,6 +234,7 @@ IoTicket RecordStore::read(const std::string& key, void* into, size_t capacity) 
       op.io = pf->second.io;
       prefetched_.erase(pf);
     } else {
+      drop_prefetch_locked(key);  // a prefetch of an older version, if any
       op.staging = std::make_shared<AlignedBuffer>(e.extent.length);
       op.io = engine_->read(file_id_, e.extent.offset, op.staging->data(), e.extent.length, key);
     }
