@@ -24,14 +24,20 @@ bool parse_bool(const std::string& key, const std::string& v) {
   throw InvalidInput(c10::str("level override ", key, "=", v, ": expected true or false"));
 }
 
+// The number at the start of `text`; *used = characters it took (0: none).
+double leading_number(const std::string& text, size_t* used) {
+  *used = 0;
+  try {
+    return std::stod(text, used);
+  } catch (const std::exception&) {
+    *used = 0;
+    return 0;
+  }
+}
+
 double parse_number(const std::string& key, const std::string& v) {
   size_t used = 0;
-  double d = 0;
-  try {
-    d = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const double d = leading_number(v, &used);
   if (used != v.size() || v.empty() || !std::isfinite(d)) {
     throw InvalidInput(c10::str("level override ", key, "=", v, ": not a number"));
   }
@@ -54,12 +60,7 @@ void check(const LevelConfig& c) {
 
 int64_t parse_byte_size(const std::string& text) {
   size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const double v = leading_number(text, &used);
   std::string unit = lower(text.substr(used));
   if (!unit.empty() && unit.back() == 'b') unit.pop_back();
   if (unit.size() == 2 && unit[1] == 'i') unit.pop_back();
