@@ -63,3 +63,21 @@ TEST(Index, OutOfRangeValuesAreRejected) {
   EXPECT_THROW(encode_index(at::ones({2}, at::kBool), 1), InvalidInput);
   EXPECT_NO_THROW(encode_index(at::tensor({0, 255}, at::kInt), 8));
 }
+
+TEST(Mask, DecodeSamplesEqualsASliceOfTheFullDecode) {
+  // 8 values a sample start on a byte; 5 mostly do not.
+  for (int64_t d : {8, 5}) {
+    const at::Tensor m = at::rand({6, d}) > 0.5;
+    const CompressedTensor ct = encode_mask(m);
+    for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 6}, {1, 2}, {3, 6}}) {
+      EXPECT_TRUE(bitwise_equal(ct.decode_samples(b, e), m.narrow(0, b, e - b))) << d << " [" << b << ", " << e << ")";
+    }
+  }
+}
+
+TEST(Index, DecodeSamplesEqualsASliceOfTheFullDecode) {
+  const at::Tensor idx = at::randint(0, 8, {5, 4, 3}, at::kByte);
+  const CompressedTensor ct = encode_index(idx, 3);
+  EXPECT_TRUE(bitwise_equal(ct.decode_samples(2, 4), idx.narrow(0, 2, 2)));
+  EXPECT_TRUE(bitwise_equal(ct.decode_samples(1, 2), idx.narrow(0, 1, 1)));
+}

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <set>
 
+#include "actkit/allocator/tracking_allocator.h"
 #include "actkit/converters/convert.h"
+#include "actkit/converters/fused.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/converters/zoo.h"
 #include "actkit/core/errors.h"
@@ -231,4 +233,45 @@ TEST(Zoo, FusedCrossEntropyMatchesATen) {
   lb.backward();
   EXPECT_LT((a.grad() - b.grad()).abs().max().item<double>(), 1e-12);
   EXPECT_THROW(fused_cross_entropy(logits, targets.narrow(0, 0, 5)), InvalidInput);
+}
+
+// forward_fused runs Conv -> BatchNorm pairs through conv_bn: a converted
+// pair normalizes the convolution's output in place (one activation-sized
+// tensor less at the peak) and computes what the separate modules compute.
+TEST(Fused, ConvBatchNormPairsRunInPlace) {
+  namespace nn = torch::nn;
+  const auto make = [] {
+    torch::manual_seed(3);
+    return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(8, 32, 3).padding(1)), nn::BatchNorm2d(32),
+                          nn::ReLU(nn::ReLUOptions(true)));
+  };
+  nn::Sequential plain = make();
+  nn::Sequential converted = make();
+  // Small pieces keep the convolution's own workspace below the pair's peak.
+  convert(*converted, "L2:bits=8,chunk_bytes=256K");
+  const at::Tensor x = at::randn({16, 8, 24, 24}).requires_grad_();
+  const at::Tensor ref = plain->forward(x);
+  EXPECT_TRUE(bitwise_equal(forward_fused(*plain, x), ref)) << "plain modules: exactly the Sequential's forward";
+
+  const int64_t activation = 16 * 32 * 24 * 24 * 4;
+  int64_t peak_separate = 0, peak_fused = 0;
+  at::Tensor fused;
+  {
+    ScopedCpuTracking tracking;
+    tracking.tracker().reset_peak();
+    const int64_t base = tracking.tracker().current_bytes();
+    const at::Tensor separate = converted->forward(x);
+    peak_separate = tracking.tracker().peak_bytes() - base;
+  }
+  {
+    ScopedCpuTracking tracking;
+    tracking.tracker().reset_peak();
+    const int64_t base = tracking.tracker().current_bytes();
+    fused = forward_fused(*converted, x);
+    peak_fused = tracking.tracker().peak_bytes() - base;
+  }
+  EXPECT_LE(peak_fused, peak_separate - activation * 3 / 4) << peak_fused << " vs " << peak_separate;
+  EXPECT_LT(((fused - ref).norm() / ref.norm()).item<double>(), 1e-5);
+  fused.sum().backward();
+  ASSERT_TRUE(x.grad().defined());
 }

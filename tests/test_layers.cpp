@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/errors.h"
 #include "actkit/layers/modules.h"
 #include "test_util.h"
@@ -241,6 +242,25 @@ TEST_P(LayerTest, EvalModeAndNoGradRunThePlainLayer) {
   EXPECT_EQ(ctrl->stats().input_bytes, 0);
 }
 
+// chunk_bytes=1 makes every piece one sample: the piecewise forward and
+// backward must compute what the whole-batch calls compute (up to
+// summation order), from the same quantized activations.
+TEST_P(LayerTest, PiecewiseMatchesTheWholeBatch) {
+  auto plain = c.make_plain();
+  const at::Tensor x = at::randn(c.input_shape);
+  const at::Tensor gy = at::randn_like(c.call(*plain, x));
+  auto whole = c.wrap(plain, controller("L2:bits=8,chunk_bytes=0"));
+  auto pieces = c.wrap(plain, controller("L2:bits=8,chunk_bytes=1"));
+  const Pass a = run(*whole, [&](const at::Tensor& t) { return c.call(*whole, t); }, x, gy);
+  const Pass b = run(*pieces, [&](const at::Tensor& t) { return c.call(*pieces, t); }, x, gy);
+  EXPECT_LT(rel_error(b.y, a.y), 1e-6);
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    if (!a.grads[i].defined()) continue;
+    EXPECT_LT(rel_error(b.grads[i], a.grads[i]), 1e-5) << "grad " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllLayers, LayerTest, ::testing::Range<size_t>(0, all_cases().size()), case_name);
 
 TEST(Layers, ParametersAreSharedWithTheWrappedModule) {
@@ -322,4 +342,65 @@ TEST(Layers, UnsupportedOptionsFallBackToThePlainLayer) {
   const at::Tensor x = at::randn({2, 2, 8, 8}).requires_grad_();
   EXPECT_TRUE(bitwise_equal(q->forward(x), conv->forward(x)));
   EXPECT_EQ(ctrl->stats().input_bytes, 0);
+}
+
+// forward_inplace (what conv_bn uses) gives the out-of-place values, the
+// same gradients and running statistics, and writes over its input.
+TEST(Layers, InPlaceBatchNormMatchesOutOfPlace) {
+  for (const char* level : {"L2:bits=8", "L2:bits=8,chunk_bytes=1"}) {
+    torch::nn::BatchNorm2d bn_a(6), bn_b(6);
+    {
+      torch::NoGradGuard no_grad;
+      bn_a->weight.uniform_(0.5, 1.5);
+      bn_a->bias.uniform_(-1, 1);
+      bn_b->weight.copy_(bn_a->weight);
+      bn_b->bias.copy_(bn_a->bias);
+    }
+    QBatchNorm2d qa(bn_a.ptr(), controller(level), "a", LayerKind::kNorm);
+    QBatchNorm2d qb(bn_b.ptr(), controller(level), "b", LayerKind::kNorm);
+    const at::Tensor x = at::randn({8, 6, 9, 9}) * 3 + 1;
+    const at::Tensor gy = at::randn({8, 6, 9, 9});
+    const at::Tensor xa = x.clone().requires_grad_();
+    const at::Tensor xb = x.clone().requires_grad_();
+    const at::Tensor ya = qa->forward(xa * 2);
+    at::Tensor hb = xb * 2;
+    const at::Tensor yb = qb->forward_inplace(hb);
+    EXPECT_EQ(yb.data_ptr(), hb.data_ptr()) << level;
+    EXPECT_LT(rel_error(yb, ya), 1e-6) << level;
+    ya.backward(gy);
+    yb.backward(gy);
+    EXPECT_LT(rel_error(xb.grad(), xa.grad()), 1e-5) << level;
+    EXPECT_LT(rel_error(bn_b->weight.grad(), bn_a->weight.grad()), 1e-5) << level;
+    EXPECT_LT(rel_error(bn_b->bias.grad(), bn_a->bias.grad()), 1e-5) << level;
+    EXPECT_LT(rel_error(bn_b->running_mean, bn_a->running_mean), 1e-6) << level;
+    EXPECT_LT(rel_error(bn_b->running_var, bn_a->running_var), 1e-6) << level;
+  }
+}
+
+// A layer's compressed payload goes as soon as its backward has run, not
+// when the whole graph is destroyed; retain_graph keeps it for a second
+// backward, and a third gets autograd's error.
+TEST(Layers, SavedPayloadsAreFreedByBackward) {
+  auto ctrl = controller("L2:bits=8");
+  auto conv = std::make_shared<torch::nn::Conv2dImpl>(torch::nn::Conv2dOptions(16, 16, 3).padding(1).bias(false));
+  QConv2d q(conv, ctrl, "conv", LayerKind::kConv);
+  const at::Tensor x = at::randn({8, 16, 32, 32}).requires_grad_();
+  const at::Tensor gy = at::randn({8, 16, 32, 32});
+  x.mutable_grad() = at::zeros_like(x);
+  conv->weight.mutable_grad() = at::zeros_like(conv->weight);
+  ScopedCpuTracking tracking;
+  const at::Tensor y = q->forward(x);
+  const int64_t payload = ctrl->stats().compressed_bytes;
+  ASSERT_GT(payload, 64 * 1024);
+  const int64_t before = tracking.tracker().current_bytes();
+  y.backward(gy);  // y, and with it the graph, stay alive
+  EXPECT_LE(tracking.tracker().current_bytes(), before - payload + 4096);
+
+  const at::Tensor y2 = q->forward(x);
+  const at::Tensor g0 = x.grad().clone();
+  y2.backward(gy, /*retain_graph=*/true);
+  const at::Tensor g1 = x.grad().clone();
+  y2.backward(gy);
+  EXPECT_LT(rel_error(x.grad() - g1, g1 - g0), 1e-5);  // the same gradient twice
+  EXPECT_THROW(y2.backward(gy), c10::Error);
 }

@@ -272,3 +272,30 @@ TEST(PerGroup, DecodeIntoReusesABufferAndChecksIt) {
   EXPECT_THROW(ct.decode_into(wrong_dtype), InvalidInput);
   EXPECT_THROW(ct.decode_into(strided), InvalidInput);
 }
+
+// Backward decodes saved activations a few samples at a time.
+TEST(PerGroup, DecodeSamplesEqualsASliceOfTheFullDecode) {
+  // D = 301 at 3 bits: most samples start mid-byte in the code stream.
+  const at::Tensor x = at::randn({7, 301});
+  PerGroupOptions mixed = opts(0, 5);
+  mixed.sample_bits = {1, 3, 8, 2, 5, 7, 4};
+  for (const PerGroupOptions& o : {opts(2, 5), opts(3, 5), mixed}) {
+    const CompressedTensor ct = encode_per_group(x, o);
+    const at::Tensor all = ct.decode();
+    for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 7}, {0, 1}, {1, 2}, {2, 5}, {3, 7}, {6, 7}}) {
+      EXPECT_TRUE(bitwise_equal(ct.decode_samples(b, e), all.narrow(0, b, e - b)))
+          << "bits " << o.bits << " [" << b << ", " << e << ")";
+    }
+  }
+  const CompressedTensor image = encode_per_group(at::randn({5, 3, 9, 7}), opts(2, 5));
+  EXPECT_EQ(image.decode_samples(1, 3).sizes(), at::IntArrayRef({2, 3, 9, 7}));
+}
+
+TEST(PerGroup, DecodeSamplesRejectsBadRanges) {
+  const CompressedTensor ct = encode_per_group(at::randn({4, 40}), opts(2));
+  EXPECT_THROW(ct.decode_samples(-1, 2), InvalidInput);
+  EXPECT_THROW(ct.decode_samples(2, 2), InvalidInput);
+  EXPECT_THROW(ct.decode_samples(3, 5), InvalidInput);
+  EXPECT_THROW(encode_per_group(at::randn({40}), opts(2)).decode_samples(0, 1), InvalidInput);
+  EXPECT_THROW(CompressedTensor().decode_samples(0, 1), InvalidInput);
+}

@@ -1,6 +1,7 @@
 // torchvision-equivalent CNNs: same module tree and parameter names.
 #include <torch/torch.h>
 
+#include "actkit/converters/fused.h"
 #include "actkit/converters/zoo.h"
 #include "zoo_registry.h"
 
@@ -16,7 +17,7 @@ bool small_images(const ModelOptions& o) { return o.image_size <= 64; }
 class SubSequentialImpl : public nn::SequentialImpl {
  public:
   using nn::SequentialImpl::SequentialImpl;
-  at::Tensor forward(const at::Tensor& x) { return nn::SequentialImpl::forward(x); }
+  at::Tensor forward(const at::Tensor& x) { return forward_fused(*this, x); }
 };
 TORCH_MODULE(SubSequential);
 
@@ -42,9 +43,9 @@ class BasicBlockImpl : public SwappableModule {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor out = relu_.forward(bn1_.forward(conv1_.forward(x)));
-    out = bn2_.forward(conv2_.forward(out));
-    out += downsample_ ? downsample_->forward(x) : x;
+    at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x));
+    out = conv_bn(conv2_, bn2_, out);
+    out += downsample_ ? forward_fused(*downsample_, x) : x;
     return relu_.forward(out);
   }
 
@@ -72,10 +73,10 @@ class BottleneckImpl : public SwappableModule {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor out = relu_.forward(bn1_.forward(conv1_.forward(x)));
-    out = relu_.forward(bn2_.forward(conv2_.forward(out)));
-    out = bn3_.forward(conv3_.forward(out));
-    out += downsample_ ? downsample_->forward(x) : x;
+    at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x));
+    out = relu_.forward(conv_bn(conv2_, bn2_, out));
+    out = conv_bn(conv3_, bn3_, out);
+    out += downsample_ ? forward_fused(*downsample_, x) : x;
     return relu_.forward(out);
   }
 
@@ -107,9 +108,10 @@ class ResNetImpl : public ZooModel {
   }
 
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = relu_.forward(bn1_.forward(conv1_.forward(x)));
+    at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x));
     if (!small_) out = maxpool_.forward(out);
-    for (auto& layer : layers_) out = layer->forward(out);
+    // Moved in, so each stage's input is released once its first block is done.
+    for (auto& layer : layers_) out = layer->forward(std::move(out));
     return fc_->forward(avgpool_->forward(out).flatten(1));
   }
 
@@ -171,7 +173,7 @@ class VGGImpl : public ZooModel {
   }
 
   at::Tensor forward(const at::Tensor& x) override {
-    return classifier_->forward(avgpool_->forward(features_->forward(x)).flatten(1));
+    return classifier_->forward(avgpool_->forward(forward_fused(*features_, x)).flatten(1));
   }
 
  private:
@@ -255,7 +257,7 @@ class DenseNetImpl : public ZooModel {
   }
 
   at::Tensor forward(const at::Tensor& x) override {
-    const at::Tensor f = relu_->forward(features_->forward(x));
+    const at::Tensor f = relu_->forward(forward_fused(*features_, x));
     return classifier_->forward(at::adaptive_avg_pool2d(f, {1, 1}).flatten(1));
   }
 
@@ -315,7 +317,7 @@ class MobileNetV2Impl : public ZooModel {
   }
 
   at::Tensor forward(const at::Tensor& x) override {
-    return classifier_->forward(at::adaptive_avg_pool2d(features_->forward(x), {1, 1}).flatten(1));
+    return classifier_->forward(at::adaptive_avg_pool2d(forward_fused(*features_, x), {1, 1}).flatten(1));
   }
 
  private:

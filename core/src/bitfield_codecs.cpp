@@ -77,13 +77,23 @@ CompressedTensor encode_positive_mask(const at::Tensor& x) {
   return CompressedTensor(std::move(m), std::move(payload));
 }
 
-void detail::decode_bitfield(const CompressedTensor& ct, at::Tensor& out) {
+void detail::decode_bitfield(const CompressedTensor& ct, int64_t begin, int64_t end, at::Tensor& out) {
   const CompressedMeta& m = ct.meta();
   const kernels::IntType type = int_type_of(m.dtype, "decode");
+  const int64_t first_bit = begin * m.sample_size() * m.bits;
+  const int64_t count = (end - begin) * m.sample_size();
+  if (first_bit % 8 != 0) {
+    // The kernels start at a byte; a range starting mid-byte decodes whole.
+    at::Tensor all = at::empty(m.shape, out.options());
+    decode_bitfield(ct, 0, m.num_samples(), all);
+    out.copy_(all.narrow(0, begin, end - begin));
+    return;
+  }
+  const uint8_t* in = ct.payload().data_ptr<uint8_t>() + first_bit / 8;
   if (out.is_cuda()) {
-    cuda::bitfield_decode(out.device(), ct.payload().data_ptr<uint8_t>(), m.numel(), m.bits, out.data_ptr(), type);
+    cuda::bitfield_decode(out.device(), in, count, m.bits, out.data_ptr(), type);
   } else {
-    kernels::bitfield_decode_cpu(ct.payload().data_ptr<uint8_t>(), m.numel(), m.bits, out.data_ptr(), type);
+    kernels::bitfield_decode_cpu(in, count, m.bits, out.data_ptr(), type);
   }
 }
 

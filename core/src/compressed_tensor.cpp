@@ -161,10 +161,27 @@ void CompressedTensor::decode_into(at::Tensor& out) const {
     throw InvalidInput(c10::str("decode_into: needs a contiguous ", meta_.dtype, " tensor of shape ",
                                 c10::IntArrayRef(meta_.shape), " on ", device()));
   }
+  decode_range(0, meta_.num_samples(), out);
+}
+
+at::Tensor CompressedTensor::decode_samples(int64_t begin, int64_t end) const {
+  if (!defined()) throw InvalidInput("decode_samples: the CompressedTensor is empty");
+  if (meta_.shape.size() < 2 || begin < 0 || end > meta_.shape[0] || begin >= end) {
+    throw InvalidInput(c10::str("decode_samples: needs 0 <= begin < end <= shape[0] on a tensor of rank >= 2, got [",
+                                begin, ", ", end, ") of shape ", c10::IntArrayRef(meta_.shape)));
+  }
+  std::vector<int64_t> shape = meta_.shape;
+  shape[0] = end - begin;
+  at::Tensor out = at::empty(shape, at::TensorOptions().dtype(meta_.dtype).device(device()));
+  decode_range(begin, end, out);
+  return out;
+}
+
+void CompressedTensor::decode_range(int64_t begin, int64_t end, at::Tensor& out) const {
   switch (meta_.kind) {
-    case CodecKind::kPerGroup: detail::decode_per_group(*this, out); return;
+    case CodecKind::kPerGroup: detail::decode_per_group(*this, begin, end, out); return;
     case CodecKind::kMask:
-    case CodecKind::kIndex: detail::decode_bitfield(*this, out); return;
+    case CodecKind::kIndex: detail::decode_bitfield(*this, begin, end, out); return;
   }
   throw InvalidInput("decode: unknown codec kind");
 }

@@ -206,7 +206,11 @@ CompressedTensor Controller::encode(int layer, const at::Tensor& x, double sensi
 void Controller::record_gradient(int layer, const at::Tensor& grad_output) {
   if (!config_.mixed_precision || !grad_output.defined() || grad_output.numel() == 0) return;
   const int64_t n = grad_output.dim() >= 2 ? grad_output.size(0) : 1;
-  const double sq = grad_output.detach().to(at::kFloat).pow(2).sum().item<double>() / double(n);
+  // A reduction kernel: no temporary the size of the gradient (pow(2) would
+  // allocate one at the widest layer, where backward's memory peaks).
+  const double norm =
+      at::linalg_vector_norm(grad_output.detach(), 2, c10::nullopt, false, at::kFloat).item<double>();
+  const double sq = norm * norm / double(n);
   if (!std::isfinite(sq)) return;
   std::lock_guard<std::mutex> lock(mu_);
   Layer& l = layer_at(layer);

@@ -22,9 +22,11 @@ void check_device(const at::Tensor& t, const char* what);
 constexpr int64_t kPayloadPad = 8;
 at::Tensor allocate_payload(const CompressedMeta& meta, at::Device device);
 
-// Decode into `out`, already checked to match ct's shape, dtype and device.
-void decode_per_group(const CompressedTensor& ct, at::Tensor& out);
-void decode_bitfield(const CompressedTensor& ct, at::Tensor& out);
+// Decode samples [begin, end) of `ct` into `out`, already checked to be a
+// contiguous tensor of that many samples with ct's dtype and device
+// (begin = 0, end = num_samples() decodes everything).
+void decode_per_group(const CompressedTensor& ct, int64_t begin, int64_t end, at::Tensor& out);
+void decode_bitfield(const CompressedTensor& ct, int64_t begin, int64_t end, at::Tensor& out);
 
 // CUDA backend. Arguments carry host pointers for the per-sample tables; the
 // backend copies them to the device. Kernels run on the current stream.

@@ -135,11 +135,13 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
       const double d = parse_number(key, v);
       if (d != std::floor(d) || d < 0 || d > 64) throw InvalidInput(c10::str("level override prefetch=", v, ": expected 0..64"));
       c.prefetch = int(d);
+    } else if (key == "chunk_bytes") {
+      c.chunk_bytes = parse_byte_size(v);
     } else if (key == "defrag") {
       c.defrag_allocator = parse_bool(key, v);
     } else {
       throw InvalidInput(c10::str("unknown level override '", key,
-                                  "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, host_budget, swap_dir, prefetch, defrag)"));
+                                  "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, host_budget, swap_dir, prefetch, chunk_bytes, defrag)"));
     }
   }
   // Turning a layer kind on from L0 without naming bits gives the L1/L2 width.

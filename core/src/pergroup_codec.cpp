@@ -96,15 +96,41 @@ CompressedTensor encode_per_group(const at::Tensor& x, const PerGroupOptions& op
   return CompressedTensor(std::move(m), std::move(payload));
 }
 
-void detail::decode_per_group(const CompressedTensor& ct, at::Tensor& out) {
+void detail::decode_per_group(const CompressedTensor& ct, int64_t begin, int64_t end, at::Tensor& out) {
   const CompressedMeta& m = ct.meta();
-  const std::vector<int64_t> offsets = m.sample_bit_offsets();
+  const std::vector<int64_t> stream_offsets = m.sample_bit_offsets();  // empty for uniform bits
+  const auto bit_offset = [&](int64_t n) {
+    return m.bits != 0 ? n * m.sample_size() * m.bits : stream_offsets[size_t(n)];
+  };
+  // The range's codes start at `first_bit` of the stream; the kernels take
+  // a byte pointer, so a range starting mid-byte keeps the remainder in
+  // per-sample offsets relative to that byte.
+  const int64_t first_bit = bit_offset(begin);
+  const int64_t first_byte = first_bit / 8;
+  const int64_t count = end - begin;
+  std::vector<uint8_t> bits;
+  std::vector<int64_t> offsets;
+  kernels::PerGroupLayout layout;
+  layout.num_samples = count;
+  layout.sample_size = m.sample_size();
+  layout.group_size = m.group_size;
+  if (m.bits != 0 && first_bit % 8 == 0) {
+    layout.uniform_bits = m.bits;
+  } else {
+    bits.resize(size_t(count));
+    offsets.resize(size_t(count));
+    for (int64_t n = 0; n < count; ++n) {
+      bits[size_t(n)] = uint8_t(m.bits != 0 ? m.bits : m.sample_bits[size_t(begin + n)]);
+      offsets[size_t(n)] = bit_offset(begin + n) - 8 * first_byte;
+    }
+    layout.sample_bits = bits.data();
+    layout.sample_bit_offset = offsets.data();
+  }
   const uint8_t* base = ct.payload().data_ptr<uint8_t>();
-
   kernels::PerGroupDecodeArgs args;
-  args.meta = reinterpret_cast<const uint16_t*>(base);
-  args.codes = base + m.meta_bytes();
-  args.layout = layout_of(m, offsets);
+  args.meta = reinterpret_cast<const uint16_t*>(base) + 2 * begin * layout.groups_per_sample();
+  args.codes = base + m.meta_bytes() + first_byte;
+  args.layout = layout;
   args.meta_format = m.meta_format;
   args.output = out.data_ptr();
   args.output_type = float_type_of(m.dtype, "decode");

@@ -15,7 +15,19 @@ using namespace detail;
 
 // Saves a mask for backward and books its bytes with the controller.
 void save_mask(AutogradContext* ctx, const LayerHandle& layer, CompressedTensor mask, const at::Tensor& of) {
-  save_object(ctx, "mask", layer.controller->keep(std::move(mask), int64_t(of.numel() * of.element_size())));
+  save_activation(ctx, "mask", layer.controller->keep(std::move(mask), int64_t(of.numel() * of.element_size())));
+}
+
+// Element-wise backward `fn(g, saved)` over pieces of the batch (see
+// backward_pieces): each piece decodes only its samples of `saved`.
+template <typename Fn>
+at::Tensor piecewise(const LayerHandle& layer, const CompressedTensor& saved, const at::Tensor& g, const Fn& fn) {
+  // Per sample: the decoded piece, fn's result and its copy into `out`.
+  const std::vector<SampleRange> pieces = backward_pieces(layer, saved, 2 * bytes_per_sample(g));
+  if (pieces.size() == 1) return fn(g, saved.decode());
+  at::Tensor out = at::empty(g.sizes(), g.options().memory_format(at::MemoryFormat::Contiguous));
+  for (const SampleRange& piece : pieces) piece.of(out).copy_(fn(piece.of(g), decode_piece(saved, piece)));
+  return out;
 }
 
 // ReLU and ReLU6: the gradient passes where a 1-bit mask says so.
@@ -40,13 +52,15 @@ struct MaskedActivationFunction : torch::autograd::Function<MaskedActivationFunc
       save_mask(ctx, layer, encode_mask(at::logical_and(x > 0, x < 6)), x);
     }
     save_object(ctx, "layer", layer);
+    save_tensors(ctx);
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    begin_backward(ctx, grads[0]);
-    const at::Tensor pass = load_decoded(ctx, "mask");
+    const LayerHandle& layer = begin_backward(ctx, grads[0]);
     // Same values as the plain backward (+0 where the gradient is blocked).
-    return {grads[0].masked_fill(pass.logical_not(), 0), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {piecewise(layer, load_saved(ctx, "mask"), grads[0],
+                      [](const at::Tensor& g, const at::Tensor& pass) { return at::where(pass, g, 0.0); }),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -54,29 +68,36 @@ struct GeluFunction : torch::autograd::Function<GeluFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& approximate,
                             const LayerHandle& layer) {
     at::Tensor y = at::gelu(x, approximate);
-    save_object(ctx, "x", layer.controller->save(layer.id, x));
+    save_activation(ctx, "x", layer.controller->save(layer.id, x));
     save_object(ctx, "layer", layer);
     save_object(ctx, "approximate", approximate);
+    save_tensors(ctx);
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     begin_backward(ctx, grads[0]);
-    const at::Tensor x = load_decoded(ctx, "x");
-    return {at::gelu_backward(grads[0], x, load_object<std::string>(ctx, "approximate")), at::Tensor(), at::Tensor()};
+    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
+    const std::string& approximate = load_object<std::string>(ctx, "approximate");
+    return {piecewise(layer, load_saved(ctx, "x"), grads[0],
+                      [&](const at::Tensor& g, const at::Tensor& x) { return at::gelu_backward(g, x, approximate); }),
+            at::Tensor(), at::Tensor()};
   }
 };
 
 struct SiluFunction : torch::autograd::Function<SiluFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const LayerHandle& layer) {
     at::Tensor y = at::silu(x);
-    save_object(ctx, "x", layer.controller->save(layer.id, x));
+    save_activation(ctx, "x", layer.controller->save(layer.id, x));
     save_object(ctx, "layer", layer);
+    save_tensors(ctx);
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     begin_backward(ctx, grads[0]);
-    const at::Tensor x = load_decoded(ctx, "x");
-    return {at::silu_backward(grads[0], x), at::Tensor()};
+    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
+    return {piecewise(layer, load_saved(ctx, "x"), grads[0],
+                      [](const at::Tensor& g, const at::Tensor& x) { return at::silu_backward(g, x); }),
+            at::Tensor()};
   }
 };
 
@@ -90,21 +111,27 @@ struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
     noise.div_(1 - p);
     save_object(ctx, "layer", layer);
     ctx->saved_data["p"] = p;
+    save_tensors(ctx);
     return x * noise;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const double p = ctx->saved_data["p"].toDouble();
-    const at::Tensor noise = load_decoded(ctx, "mask").to(grads[0].scalar_type()).div_(1 - p);
-    return {grads[0] * noise, at::Tensor(), at::Tensor()};
+    const LayerHandle& layer = load_object<LayerHandle>(ctx, "layer");
+    return {piecewise(layer, load_saved(ctx, "mask"), grads[0],
+                      [&](const at::Tensor& g, const at::Tensor& keep) {
+                        return g * keep.to(g.scalar_type()).div_(1 - p);
+                      }),
+            at::Tensor(), at::Tensor()};
   }
 };
 
 struct SoftmaxFunction : torch::autograd::Function<SoftmaxFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, const LayerHandle& layer) {
     at::Tensor y = at::softmax(x, dim);
-    save_object(ctx, "y", layer.controller->save(layer.id, y));
+    save_activation(ctx, "y", layer.controller->save(layer.id, y));
     save_object(ctx, "layer", layer);
     ctx->saved_data["dim"] = dim;
+    save_tensors(ctx);
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -145,12 +172,13 @@ struct MaxPoolFunction : torch::autograd::Function<MaxPoolFunction> {
     const int64_t positions = p.kernel[0] * p.kernel[1];
     const int bits = std::max(1, int(std::ceil(std::log2(double(positions)))));
     CompressedTensor saved = encode_index(local.to(at::kByte), bits);
-    save_object(ctx, "index", layer.controller->keep(std::move(saved), int64_t(idx.numel() * idx.element_size())));
+    save_activation(ctx, "index", layer.controller->keep(std::move(saved), int64_t(idx.numel() * idx.element_size())));
     PoolParams with_shape = p;
     with_shape.input_shape = x.sizes().vec();
     with_shape.input_options = x.options();
     save_object(ctx, "params", std::move(with_shape));
     save_object(ctx, "layer", layer);
+    save_tensors(ctx);
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {

@@ -17,16 +17,40 @@ int64_t product(at::IntArrayRef sizes) {
 struct ConvFunction : torch::autograd::Function<ConvFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const c10::optional<at::Tensor>& b, const ConvParams& p, const LayerHandle& layer) {
-    at::Tensor y = at::convolution(x, w, b, p.stride, p.padding, p.dilation, p.transposed, p.output_padding, p.groups);
+    at::Tensor y = piecewise_forward(x, w, b, p, layer);
     // ActNN App. B: a convolution's sensitivity carries K / (I * A) with K
     // kernel positions, I output positions and A groups.
     const double k = double(product(w.sizes().slice(2)));
     const double i = double(std::max<int64_t>(1, product(y.sizes().slice(2))));
-    save_object(ctx, "x", layer.controller->save(layer.id, x, k / (i * double(p.groups))));
+    save_activation(ctx, "x", layer.controller->save(layer.id, x, k / (i * double(p.groups))));
     save_object(ctx, "params", p);
     save_object(ctx, "layer", layer);
     ctx->saved_data["has_bias"] = defined(b);
-    ctx->save_for_backward({w});
+    save_tensors(ctx, {w});
+    return y;
+  }
+
+  // The convolution, a piece of the batch at a time when the input is large:
+  // ATen's CPU and GPU convolutions allocate workspace (unfolded or
+  // reordered copies of input and output) in proportion to the batch.
+  static at::Tensor piecewise_forward(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                                      const ConvParams& p, const LayerHandle& layer) {
+    const auto run = [&](const at::Tensor& x_part) {
+      return at::convolution(x_part, w, b, p.stride, p.padding, p.dilation, p.transposed, p.output_padding, p.groups);
+    };
+    // Per sample: the input's workspace copy, the output and its copy.
+    const std::vector<SampleRange> pieces = pieces_of(layer, x.dim() > 0 ? x.size(0) : 1, 3 * bytes_per_sample(x));
+    if (x.dim() < 2 || pieces.size() == 1) return run(x);
+    at::Tensor y;
+    for (const SampleRange& piece : pieces) {
+      const at::Tensor y_part = run(piece.of(x));
+      if (!y.defined()) {
+        std::vector<int64_t> shape = y_part.sizes().vec();
+        shape[0] = x.size(0);
+        y = at::empty(shape, y_part.options().memory_format(at::MemoryFormat::Contiguous));
+      }
+      piece.of(y).copy_(y_part);
+    }
     return y;
   }
 
@@ -34,16 +58,43 @@ struct ConvFunction : torch::autograd::Function<ConvFunction> {
     const at::Tensor& g = grads[0];
     const at::Tensor w = ctx->get_saved_variables()[0];
     const ConvParams& p = load_object<ConvParams>(ctx, "params");
-    begin_backward(ctx, g);
-    const at::Tensor x = load_decoded(ctx, "x");
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
-    const int64_t out_channels = p.transposed ? w.size(1) * p.groups : w.size(0);
-    std::vector<int64_t> bias_sizes{out_channels};
-    auto grads_in = at::convolution_backward(
-        g, x, w, has_bias ? c10::OptionalIntArrayRef(bias_sizes) : c10::nullopt, p.stride, p.padding, p.dilation,
-        p.transposed, p.output_padding, p.groups,
-        {ctx->needs_input_grad(0), ctx->needs_input_grad(1), has_bias && ctx->needs_input_grad(2)});
-    return {std::get<0>(grads_in), std::get<1>(grads_in), std::get<2>(grads_in), at::Tensor(), at::Tensor()};
+    const LayerHandle& layer = begin_backward(ctx, g);
+    const CompressedTensor x = load_saved(ctx, "x");
+    const bool need_x = ctx->needs_input_grad(0);
+    const bool need_w = ctx->needs_input_grad(1);
+    const bool need_b = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    const auto run = [&](const at::Tensor& g_part, const at::Tensor& x_part, bool bias) {
+      const int64_t out_channels = p.transposed ? w.size(1) * p.groups : w.size(0);
+      std::vector<int64_t> bias_sizes{out_channels};
+      return at::convolution_backward(g_part, x_part, w, bias ? c10::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+                                      p.stride, p.padding, p.dilation, p.transposed, p.output_padding, p.groups,
+                                      {need_x, need_w, bias});
+    };
+    // Per sample: the decoded input, its gradient, and about as much again
+    // of ATen workspace (reordered or unfolded copies of input and gradient).
+    const std::vector<SampleRange> pieces =
+        backward_pieces(layer, x, 2 * bytes_per_sample(g) + 2 * bytes_per_sample(x));
+    if (pieces.size() == 1) {
+      auto [gx, gw, gb] = run(g, x.decode(), need_b);
+      return {gx, gw, gb, at::Tensor(), at::Tensor()};
+    }
+    // Samples are independent: each piece's input gradient lands in its rows
+    // of gx; weight gradients add up.
+    at::Tensor gx = need_x ? at::empty(x.shape(), g.options().memory_format(at::MemoryFormat::Contiguous))
+                           : at::Tensor();
+    at::Tensor gw;
+    for (const SampleRange& piece : pieces) {
+      auto [gx_part, gw_part, unused] = run(piece.of(g), decode_piece(x, piece), false);
+      if (need_x) piece.of(gx).copy_(gx_part);
+      if (need_w) gw = gw.defined() ? gw.add_(gw_part) : gw_part;
+    }
+    at::Tensor gb;
+    if (need_b) {
+      std::vector<int64_t> dims{0};
+      for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
+      gb = g.sum(dims);
+    }
+    return {gx, gw, gb, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -51,23 +102,30 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const c10::optional<at::Tensor>& b, const LayerHandle& layer) {
     at::Tensor y = at::linear(x, w, b);
-    save_object(ctx, "x", layer.controller->save(layer.id, x));
+    save_activation(ctx, "x", layer.controller->save(layer.id, x));
     save_object(ctx, "layer", layer);
     ctx->saved_data["has_bias"] = defined(b);
-    ctx->save_for_backward({w});
+    save_tensors(ctx, {w});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor& g = grads[0];
     const at::Tensor w = ctx->get_saved_variables()[0];
-    begin_backward(ctx, g);
+    const LayerHandle& layer = begin_backward(ctx, g);
     at::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0)) gx = g.matmul(w);
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
     if (ctx->needs_input_grad(1)) {
-      const at::Tensor x = load_decoded(ctx, "x");
-      gw = g2.t().mm(x.reshape({-1, x.size(-1)}));
+      const CompressedTensor x = load_saved(ctx, "x");
+      // g.matmul(w) needs no input; the weight gradient sums over pieces of
+      // the batch, each decoded on its own.
+      for (const SampleRange& piece : backward_pieces(layer, x, bytes_per_sample(g))) {
+        const at::Tensor x_part = decode_piece(x, piece);
+        const at::Tensor g_part = x.shape().size() < 2 ? g2 : piece.of(g).reshape({-1, g.size(-1)});
+        const at::Tensor part = g_part.t().mm(x_part.reshape({-1, x_part.size(-1)}));
+        gw = gw.defined() ? gw.add_(part) : part;
+      }
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = g2.sum(0);
     return {gx, gw, gb, at::Tensor()};
@@ -78,9 +136,10 @@ struct MatMulFunction : torch::autograd::Function<MatMulFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, const LayerHandle& layer) {
     at::Tensor y = at::matmul(a, b);
     // When a and b are the same tensor the controller shares one payload.
-    save_object(ctx, "a", layer.controller->save(layer.id, a));
-    save_object(ctx, "b", layer.controller->save(layer.id, b));
+    save_activation(ctx, "a", layer.controller->save(layer.id, a));
+    save_activation(ctx, "b", layer.controller->save(layer.id, b));
     save_object(ctx, "layer", layer);
+    save_tensors(ctx);
     return y;
   }
 

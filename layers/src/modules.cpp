@@ -85,6 +85,16 @@ at::Tensor QMatMulImpl::forward(const at::Tensor& a, const at::Tensor& b) {
 
 template <typename Inner>
 at::Tensor QBatchNormImpl<Inner>::forward(const at::Tensor& x) {
+  return run(x, /*inplace=*/false);
+}
+
+template <typename Inner>
+at::Tensor QBatchNormImpl<Inner>::forward_inplace(const at::Tensor& x) {
+  return run(x, /*inplace=*/true);
+}
+
+template <typename Inner>
+at::Tensor QBatchNormImpl<Inner>::run(const at::Tensor& x, bool inplace) {
   if (!this->compresses(x)) return this->plain(x);
   // The running-statistics bookkeeping of BatchNormImplBase::forward.
   auto& bn = *this->inner_;
@@ -97,7 +107,7 @@ at::Tensor QBatchNormImpl<Inner>::forward(const at::Tensor& x) {
     if (!bn.options.momentum().has_value()) momentum = 1.0 / bn.num_batches_tracked.template item<double>();
   }
   return qbatch_norm(x, as_optional(bn.weight), as_optional(bn.bias), as_optional(bn.running_mean), as_optional(bn.running_var), momentum,
-                     bn.options.eps(), this->layer_);
+                     bn.options.eps(), this->layer_, inplace);
 }
 
 template class QBatchNormImpl<torch::nn::BatchNorm1dImpl>;

@@ -85,6 +85,13 @@ class CompressedTensor {
   // dtype() on device() (reusing a buffer avoids an allocation per decode).
   // Throws InvalidInput if it is not, or if this tensor is undefined.
   void decode_into(at::Tensor& out) const;
+  // Decodes samples [begin, end) (slices along dim 0) to a contiguous
+  // tensor of shape (end - begin, shape()[1:]...): the same values as
+  // decode().narrow(0, begin, end - begin) without decoding the rest, so
+  // backward passes can work through a batch a few samples at a time.
+  // Throws InvalidInput if undefined, if rank < 2 or the range is empty or
+  // outside [0, shape()[0]).
+  at::Tensor decode_samples(int64_t begin, int64_t end) const;
 
   // Copy of this tensor with the payload on `device`.
   CompressedTensor to(at::Device device) const;
@@ -105,6 +112,9 @@ class CompressedTensor {
   }
 
  private:
+  // Samples [begin, end) into `out` (already checked).
+  void decode_range(int64_t begin, int64_t end, at::Tensor& out) const;
+
   CompressedMeta meta_;
   at::Tensor payload_;
 };

@@ -30,6 +30,12 @@ struct LevelConfig {
   int64_t host_budget = -1;     // bytes of host memory for swapped activations; -1 = no limit (swap=file: 0)
   std::string swap_dir;         // spill files go here; empty = $ACTKIT_SWAP_DIR, else the temp directory
   int prefetch = 4;             // swapped activations read ahead in backward
+  // Compressed layers work through a large batch a few samples at a time:
+  // backward decodes a piece of the saved activation, computes that piece's
+  // gradients and moves on; convolutions also run forward in pieces. A
+  // piece's working set stays at most this many bytes, so no decoded copy
+  // or workspace exists for the whole batch; 0 = the whole batch at once.
+  int64_t chunk_bytes = int64_t(16) << 20;
   bool defrag_allocator = false;
 
   // True when any layer kind saves compressed context.
@@ -47,7 +53,7 @@ LevelConfig level_preset(const std::string& name);
 // without it), group_size, conv, linear, norm,
 // activation, mixed_precision (true/false/1/0), swap (none|host|file),
 // host_budget (a size, e.g. 512M), swap_dir (a directory), prefetch
-// (0..64), defrag (true/false). Throws InvalidInput naming the bad override.
+// (0..64), chunk_bytes (a size; 0 = whole batch), defrag (true/false). Throws InvalidInput naming the bad override.
 LevelConfig with_overrides(LevelConfig config, const std::vector<std::string>& overrides);
 
 // Parses a byte count: "1073741824", "512K", "1.5M", "2G", "1GiB", "64MB"

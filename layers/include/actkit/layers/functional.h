@@ -41,10 +41,14 @@ at::Tensor qmatmul(const at::Tensor& a, const at::Tensor& b, const LayerHandle& 
 
 // Training-mode batch norm over dim 1; updates running statistics like
 // at::batch_norm. Saves the quantized input and the per-channel mean/invstd.
+// With `inplace` the output overwrites x (the same values; x is returned):
+// pass it only a tensor nothing else reads afterwards, such as a
+// convolution's fresh output (see conv_bn in converters/fused.h); backward
+// needs only the saved quantized copy.
 at::Tensor qbatch_norm(const at::Tensor& x, const c10::optional<at::Tensor>& weight,
                        const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& running_mean,
                        const c10::optional<at::Tensor>& running_var, double momentum, double eps,
-                       const LayerHandle& layer);
+                       const LayerHandle& layer, bool inplace = false);
 
 // Layer norm over the trailing `normalized_shape`; saves the quantized input
 // and the per-row mean/rstd.

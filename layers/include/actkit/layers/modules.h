@@ -130,6 +130,14 @@ class QBatchNormImpl : public QModuleBase<Inner> {
  public:
   using QModuleBase<Inner>::QModuleBase;
   at::Tensor forward(const at::Tensor& x);
+  // forward() that, when it runs the compressed path, normalizes x in place
+  // and returns it; otherwise the same as forward(x). Only for an x that
+  // nothing else reads afterwards (conv_bn in converters/fused.h passes a
+  // convolution's fresh output): saves one activation-sized tensor.
+  at::Tensor forward_inplace(const at::Tensor& x);
+
+ private:
+  at::Tensor run(const at::Tensor& x, bool inplace);
 };
 class QBatchNorm1dImpl : public QBatchNormImpl<torch::nn::BatchNorm1dImpl> {
  public:
