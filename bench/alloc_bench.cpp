@@ -17,11 +17,19 @@ namespace actkit::bench {
 std::string TraceSpec::name() const { return c10::str(model, " b", batch, " ", length, " ", level); }
 
 TraceSpec parse_trace_spec(const std::string& text) {
+  // Three fields, then the level with its own overrides ("L3:bits=1.5").
   std::vector<std::string> parts;
-  std::stringstream ss(text);
-  for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
-  if (parts.size() < 3 || parts.size() > 4) {
-    throw InvalidInput("trace spec '" + text + "': expected MODEL:BATCH:LENGTH[:LEVEL], e.g. resnet50:8:224:L3");
+  size_t start = 0;
+  while (parts.size() < 3) {
+    const size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+    if (parts.size() == 3) parts.push_back(text.substr(start));
+  }
+  if (parts.size() < 3 || (parts.size() == 4 && parts[3].empty())) {
+    throw InvalidInput("trace spec '" + text +
+                       "': expected MODEL:BATCH:LENGTH[:LEVEL], e.g. resnet50:8:224:L3 or resnet50:8:224:L3:bits=1.5");
   }
   TraceSpec s;
   s.model = parts[0];
