@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "actkit/converters/zoo.h"
 #include "actkit/core/errors.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -47,6 +48,7 @@ class ProgressPrinter {
 
 void run_train(const TrainArgs& a) {
   const bench::TrainConfig& c = a.config;
+  check_model_name(c.model);  // before the banner: a typo gets only the error
   fmt::print("training {} on {} at {} for {} epoch(s), batch {}\n", c.model, c.data, c.level, c.epochs, c.batch);
   ProgressPrinter progress;
   const bench::TrainResult r = bench::run_training(c, std::ref(progress));

@@ -4,6 +4,8 @@
 
 #include <c10/util/StringUtil.h>
 
+#include <algorithm>
+
 #include "actkit/core/errors.h"
 #include "zoo_registry.h"
 
@@ -81,10 +83,17 @@ std::shared_ptr<ZooModel> make_model(const std::string& name, const ModelOptions
   if (options.num_classes <= 0 || options.in_channels <= 0 || options.image_size <= 0) {
     throw InvalidInput(c10::str(name, ": num_classes, in_channels and image_size must be positive"));
   }
+  check_model_name(name);
   if (auto m = detail::make_cnn(name, options)) return m;
   if (auto m = detail::make_transformer(name, options)) return m;
+  throw Error(c10::str("make_model: '", name, "' is listed but has no builder"));
+}
+
+void check_model_name(const std::string& name) {
+  const std::vector<std::string> names = model_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
   std::string known;
-  for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
   throw InvalidInput(c10::str("unknown model '", name, "' (known: ", known, ")"));
 }
 

@@ -66,6 +66,9 @@ std::shared_ptr<ZooModel> make_model(const std::string& name, const ModelOptions
 // Names make_model() accepts.
 std::vector<std::string> model_names();
 
+// Throws InvalidInput naming the known models unless `name` is one of them.
+void check_model_name(const std::string& name);
+
 // Mean cross entropy of logits (M, V) against targets (M); targets of -100
 // are ignored. Backward recomputes the softmax from the logits instead of
 // keeping a (M, V) log-softmax alive: exact, and the memory-lean choice for
