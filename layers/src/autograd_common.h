@@ -91,6 +91,15 @@ std::vector<SampleRange> backward_pieces(const LayerHandle& layer, const Compres
 int64_t bytes_per_sample(const at::Tensor& t);
 int64_t bytes_per_sample(const CompressedTensor& t);
 
+// sum += part, or sum = part when sum is still undefined (the first piece).
+inline void accumulate(at::Tensor& sum, const at::Tensor& part) {
+  if (sum.defined()) {
+    sum.add_(part);
+  } else {
+    sum = part;
+  }
+}
+
 // Decodes one piece of `saved` (the whole tensor without a copy when the
 // piece covers it).
 inline at::Tensor decode_piece(const CompressedTensor& saved, const SampleRange& piece) {

@@ -86,7 +86,7 @@ struct ConvFunction : torch::autograd::Function<ConvFunction> {
     for (const SampleRange& piece : pieces) {
       auto [gx_part, gw_part, unused] = run(piece.of(g), decode_piece(x, piece), false);
       if (need_x) piece.of(gx).copy_(gx_part);
-      if (need_w) gw = gw.defined() ? gw.add_(gw_part) : gw_part;
+      if (need_w) accumulate(gw, gw_part);
     }
     at::Tensor gb;
     if (need_b) {
@@ -124,7 +124,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
         const at::Tensor x_part = decode_piece(x, piece);
         const at::Tensor g_part = x.shape().size() < 2 ? g2 : piece.of(g).reshape({-1, g.size(-1)});
         const at::Tensor part = g_part.t().mm(x_part.reshape({-1, x_part.size(-1)}));
-        gw = gw.defined() ? gw.add_(part) : part;
+        accumulate(gw, part);
       }
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = g2.sum(0);

@@ -134,20 +134,24 @@ struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
     const bool batched = x.shape().size() > shape.size();
     const std::vector<SampleRange> pieces =
         batched ? backward_pieces(layer, x, 2 * bytes_per_sample(g)) : std::vector<SampleRange>{{0, x.shape()[0]}};
-    at::Tensor gx, gw, gb;
-    if (pieces.size() > 1 && mask[0]) {
-      gx = at::empty(x.shape(), g.options().memory_format(at::MemoryFormat::Contiguous));
+    const auto run = [&](const at::Tensor& g_part, const at::Tensor& x_part, const at::Tensor& mean,
+                         const at::Tensor& rstd) {
+      return at::native_layer_norm_backward(g_part.contiguous(), x_part, shape, mean, rstd, as_optional(weight),
+                                            as_optional(bias), mask);
+    };
+    if (pieces.size() == 1) {
+      auto [gx, gw, gb] = run(g, x.decode(), saved[2], saved[3]);
+      return {gx, at::Tensor(), gw, gb, at::Tensor(), at::Tensor()};
     }
+    at::Tensor gx = mask[0] ? at::empty(x.shape(), g.options().memory_format(at::MemoryFormat::Contiguous))
+                            : at::Tensor();
+    at::Tensor gw, gb;
     for (const SampleRange& piece : pieces) {
-      const bool whole = pieces.size() == 1;
-      auto [gx_part, gw_part, gb_part] = at::native_layer_norm_backward(
-          (whole ? g : piece.of(g)).contiguous(), whole ? x.decode() : decode_piece(x, piece), shape,
-          whole ? saved[2] : piece.of(saved[2]), whole ? saved[3] : piece.of(saved[3]), as_optional(weight),
-          as_optional(bias), mask);
-      if (whole) return {gx_part, at::Tensor(), gw_part, gb_part, at::Tensor(), at::Tensor()};
+      auto [gx_part, gw_part, gb_part] =
+          run(piece.of(g), decode_piece(x, piece), piece.of(saved[2]), piece.of(saved[3]));
       if (mask[0]) piece.of(gx).copy_(gx_part);
-      if (mask[1]) gw = gw.defined() ? gw.add_(gw_part) : gw_part;
-      if (mask[2]) gb = gb.defined() ? gb.add_(gb_part) : gb_part;
+      if (mask[1]) accumulate(gw, gw_part);
+      if (mask[2]) accumulate(gb, gb_part);
     }
     return {gx, at::Tensor(), gw, gb, at::Tensor(), at::Tensor()};
   }
