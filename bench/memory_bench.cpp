@@ -30,6 +30,9 @@ class MemoryMeter {
   int64_t peak() const {
     return device_.is_cpu() ? tracking_.tracker().peak_bytes() : device_memory_stats(device_).peak_allocated_bytes;
   }
+  MemoryProbe probe() {
+    return {[this] { return current(); }, [this] { return peak(); }, [this] { reset_peak(); }};
+  }
   void reset_peak() {
     if (device_.is_cpu()) {
       tracking_.tracker().reset_peak();
@@ -69,8 +72,11 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
     StepMeasurement m;
     m.level = level;
     double best = 1e300;
-    for (int step = 0; step <= config.steps; ++step) {
-      opt.zero_grad();
+    // With per_node, one more step after the timed ones is profiled (the
+    // hooks cost time): gradients and momentum exist as in every later step.
+    const int last = config.steps + (config.per_node ? 1 : 0);
+    for (int step = 0; step <= last; ++step) {
+      clear_gradients(opt);
       meter.reset_peak();
       const int64_t before = meter.current();
       const auto t0 = std::chrono::steady_clock::now();
@@ -78,14 +84,21 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
       at::Tensor loss = model->loss(input, output, labels);
       const int64_t ready = meter.current();
       if (step == 0) m.activation_bytes = activation_bytes(before, ready, output, loss);
+      const int64_t forward_peak = meter.peak();
       output = at::Tensor();  // the graph keeps what backward needs
-      loss.backward();
+      const bool profile = config.per_node && step == last;
+      if (profile) {
+        m.forward_peak_bytes = forward_peak;
+        m.nodes = BackwardProfile(loss, meter.probe()).run(loss);
+      } else {
+        loss.backward();
+      }
       opt.step();
       converted.controller->step();
       synchronize(device);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (step > 0) best = std::min(best, s);  // step 0 is the warm-up
-      if (step == 0) m.peak_bytes = meter.peak();
+      if (step > 0 && !profile) best = std::min(best, s);  // step 0 is the warm-up
+      if (step == 0) m.peak_bytes = std::max(forward_peak, meter.peak());
     }
     m.step_seconds = best;
     const ControllerStats stats = converted.controller->stats();

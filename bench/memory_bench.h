@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actkit/converters/zoo.h"
+#include "node_profile.h"
 
 namespace actkit::bench {
 
@@ -19,6 +20,10 @@ struct StepMeasurement {
   int64_t peak_bytes = 0;
   double step_seconds = 0;  // forward + backward + SGD step
   double compression_ratio = 1;  // bytes handed to the codecs / bytes they produced
+  // Only with per_node, from an extra step after the timed ones: the peak
+  // from the start of forward to the loss, and backward node by node.
+  int64_t forward_peak_bytes = 0;
+  std::vector<NodePeak> nodes;
 };
 
 struct MemoryBenchConfig {
@@ -30,6 +35,7 @@ struct MemoryBenchConfig {
   uint64_t seed = 0;
   int steps = 2;  // timed steps per level after one warm-up step
   std::string device = "cpu";  // or "cuda[:N]" (memory from the CUDA caching allocator)
+  bool per_node = false;       // profile one more step's backward node by node
 };
 
 // Activation memory as ActNN measures it: bytes held right before backward

@@ -12,6 +12,7 @@
 #include "actkit/converters/zoo.h"
 #include "actkit/core/errors.h"
 #include "fashion_mnist.h"
+#include "training_setup.h"
 #include "memory_bench.h"
 
 namespace actkit::bench {
@@ -90,7 +91,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
       // does not hinge on the noise of the last few steps.
       sgd_options.lr(c.lr * 0.5 * (1 + std::cos(M_PI * double(r.steps) / double(total_steps))));
       const auto t0 = std::chrono::steady_clock::now();
-      opt.zero_grad();
+      clear_gradients(opt);
       const int64_t before = tracker.current_bytes();
       at::Tensor out = model->forward(x);
       at::Tensor loss = model->loss(x, out, y);

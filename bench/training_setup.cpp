@@ -2,8 +2,14 @@
 
 namespace actkit::bench {
 
+void clear_gradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad() = at::Tensor();
+  }
+}
+
 void TrainingSetup::step() {
-  optimizer->zero_grad();
+  clear_gradients(*optimizer);
   model->loss(input, model->forward(input), labels).backward();
   optimizer->step();
   converted.controller->step();

@@ -1,6 +1,7 @@
 // `actkit memory` and `actkit convert`: what a level saves on a zoo model.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -26,7 +27,23 @@ struct MemoryArgs {
   int steps = 1;
   uint64_t seed = 0;
   std::string device = "cpu";
+  int nodes = 0;  // print the backward nodes with the highest peaks
 };
+
+// The `count` backward nodes with the highest peaks, printed in execution
+// order, with what they add to the bytes held before backward.
+void print_top_nodes(const bench::StepMeasurement& r, int count) {
+  std::vector<bench::NodePeak> top = r.nodes;
+  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.peak > b.peak; });
+  top.resize(std::min<size_t>(top.size(), size_t(count)));
+  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
+  fmt::print("\n{}: forward peak {}, backward nodes with the highest peaks (of {}):\n", r.level,
+             mib(r.forward_peak_bytes), r.nodes.size());
+  fmt::print("{:>6} {:<28} {:>14} {:>14}\n", "order", "node", "held before", "peak");
+  for (const auto& n : top) {
+    fmt::print("{:>6} {:<28} {:>14} {:>14}\n", n.order, n.name, mib(n.held_before), mib(n.peak));
+  }
+}
 
 void run_memory(const MemoryArgs& a) {
   bench::MemoryBenchConfig config;
@@ -35,6 +52,7 @@ void run_memory(const MemoryArgs& a) {
   config.steps = a.steps;
   config.seed = a.seed;
   config.device = a.device;
+  config.per_node = a.nodes > 0;
   config.levels = split(a.levels, ',');
   if (config.levels.empty()) throw InvalidInput("memory: --levels is empty");
   const bool tokens = is_token_model(a.model);
@@ -52,11 +70,20 @@ void run_memory(const MemoryArgs& a) {
     fmt::print("{:<8} {:>16} {:>16} {:>9.2f}x {:>10.0f}ms {:>9.2f}x\n", r.level, mib(r.activation_bytes),
                mib(r.peak_bytes), l0 / double(std::max<int64_t>(1, r.activation_bytes)), r.step_seconds * 1e3,
                r.step_seconds / results.front().step_seconds);
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& n : r.nodes) {
+      nodes.push_back({{"order", n.order}, {"node", n.name}, {"held_before_bytes", n.held_before}, {"peak_bytes", n.peak}});
+    }
     levels.push_back({{"level", r.level},
                       {"activation_bytes", r.activation_bytes},
                       {"peak_bytes", r.peak_bytes},
+                      {"forward_peak_bytes", r.forward_peak_bytes},
+                      {"backward_nodes", nodes},
                       {"step_time_ms", r.step_seconds * 1e3},
                       {"compression_ratio", r.compression_ratio}});
+  }
+  if (a.nodes > 0) {
+    for (const auto& r : results) print_top_nodes(r, a.nodes);
   }
   if (!a.json_path.empty()) {
     write_json(a.json_path, {{"model", a.model}, {"batch", a.batch}, {"length", config.length}, {"levels", levels}});
@@ -82,6 +109,8 @@ void add_model_commands(CLI::App& app) {
   memory->add_option("--seed", m->seed, "Seed for weights, inputs and rounding")->capture_default_str();
   memory->add_option("--device", m->device, "cpu or cuda[:N]")->capture_default_str();
   memory->add_option("--json", m->json_path, "Also write the results as JSON to this file");
+  memory->add_option("--nodes", m->nodes, "Profile backward node by node; print the N nodes with the highest peaks")
+      ->check(CLI::NonNegativeNumber);
   memory->callback([m] { run_memory(*m); });
 
   auto model = std::make_shared<std::string>("resnet50");

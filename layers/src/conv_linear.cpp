@@ -14,6 +14,26 @@ int64_t product(at::IntArrayRef sizes) {
   return p;
 }
 
+// Bytes of one sample of the convolution's output: a convolution that
+// widens its input (1x1, 64 -> 256 channels) has a piece output four times
+// its piece input.
+int64_t output_bytes_per_sample(const at::Tensor& x, const at::Tensor& w, const ConvParams& p) {
+  if (x.dim() < 3) return 0;
+  const auto at = [](const std::vector<int64_t>& v, size_t i, int64_t fallback) {
+    return v.empty() ? fallback : v[std::min(i, v.size() - 1)];
+  };
+  int64_t n = p.transposed ? w.size(1) * p.groups : w.size(0);
+  for (int64_t d = 2; d < x.dim(); ++d) {
+    const size_t i = size_t(d - 2);
+    const int64_t in = x.size(d), k = w.size(d), s = at(p.stride, i, 1), pad = at(p.padding, i, 0);
+    const int64_t dil = at(p.dilation, i, 1);
+    const int64_t out = p.transposed ? (in - 1) * s - 2 * pad + dil * (k - 1) + at(p.output_padding, i, 0) + 1
+                                     : (in + 2 * pad - dil * (k - 1) - 1) / s + 1;
+    n *= std::max<int64_t>(out, 0);
+  }
+  return n * int64_t(x.element_size());
+}
+
 struct ConvFunction : torch::autograd::Function<ConvFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const c10::optional<at::Tensor>& b, const ConvParams& p, const LayerHandle& layer) {
@@ -38,8 +58,10 @@ struct ConvFunction : torch::autograd::Function<ConvFunction> {
     const auto run = [&](const at::Tensor& x_part) {
       return at::convolution(x_part, w, b, p.stride, p.padding, p.dilation, p.transposed, p.output_padding, p.groups);
     };
-    // Per sample: the input's workspace copy, the output and its copy.
-    const std::vector<SampleRange> pieces = pieces_of(layer, x.dim() > 0 ? x.size(0) : 1, 3 * bytes_per_sample(x));
+    // Per sample: the input's workspace copy, the piece's output and its
+    // workspace copy (the full output is not a temporary).
+    const std::vector<SampleRange> pieces =
+        pieces_of(layer, x.dim() > 0 ? x.size(0) : 1, bytes_per_sample(x) + 2 * output_bytes_per_sample(x, w, p));
     if (x.dim() < 2 || pieces.size() == 1) return run(x);
     at::Tensor y;
     for (const SampleRange& piece : pieces) {
