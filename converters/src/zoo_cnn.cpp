@@ -3,6 +3,7 @@
 
 #include "actkit/converters/fused.h"
 #include "actkit/converters/zoo.h"
+#include "actkit/layers/branch_point.h"
 #include "zoo_registry.h"
 
 namespace actkit {
@@ -42,10 +43,11 @@ class BasicBlockImpl : public SwappableModule {
     if (downsample_) register_module("downsample", downsample_);
   }
 
-  at::Tensor forward(const at::Tensor& x) {
-    at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x));
+  at::Tensor forward(const at::Tensor& input) {
+    const auto x = branch_point(input);  // branch, shortcut: gradients summed in place
+    at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x[0]));
     out = conv_bn(conv2_, bn2_, out);
-    out += downsample_ ? forward_fused(*downsample_, x) : x;
+    out += downsample_ ? forward_fused(*downsample_, x[1]) : x[1];
     return relu_.forward(out);
   }
 
@@ -72,11 +74,12 @@ class BottleneckImpl : public SwappableModule {
     if (downsample_) register_module("downsample", downsample_);
   }
 
-  at::Tensor forward(const at::Tensor& x) {
-    at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x));
+  at::Tensor forward(const at::Tensor& input) {
+    const auto x = branch_point(input);  // branch, shortcut: gradients summed in place
+    at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x[0]));
     out = relu_.forward(conv_bn(conv2_, bn2_, out));
     out = conv_bn(conv3_, bn3_, out);
-    out += downsample_ ? forward_fused(*downsample_, x) : x;
+    out += downsample_ ? forward_fused(*downsample_, x[1]) : x[1];
     return relu_.forward(out);
   }
 

@@ -9,6 +9,7 @@
 
 #include "actkit/converters/zoo.h"
 #include "actkit/core/errors.h"
+#include "actkit/layers/branch_point.h"
 #include "actkit/layers/modules.h"
 #include "zoo_registry.h"
 
@@ -85,13 +86,16 @@ class BlockImpl : public SwappableModule {
     mlp_ = register_module("mlp", Mlp(c));
   }
 
-  at::Tensor forward(const at::Tensor& x) {
+  // Each residual input feeds its branch and the shortcut through
+  // branch_point(), so backward sums the two gradients in place.
+  at::Tensor forward(const at::Tensor& input) {
+    const auto x = branch_point(input);
     if (pre_norm_) {
-      const at::Tensor h = x + attn_->forward(ln_1_.forward(x));
-      return h + mlp_->forward(ln_2_.forward(h));
+      const auto h = branch_point(x[1] + attn_->forward(ln_1_.forward(x[0])));
+      return h[1] + mlp_->forward(ln_2_.forward(h[0]));
     }
-    const at::Tensor h = ln_1_.forward(x + attn_->forward(x));
-    return ln_2_.forward(h + mlp_->forward(h));
+    const auto h = branch_point(ln_1_.forward(x[1] + attn_->forward(x[0])));
+    return ln_2_.forward(h[1] + mlp_->forward(h[0]));
   }
 
  private:
