@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "actkit/allocator/block_allocator.h"
 #include "actkit/allocator/budget_allocator.h"
 #include "actkit/allocator/scoped_cpu_allocator.h"
 #include "actkit/converters/convert.h"
@@ -42,7 +43,7 @@ BatchProbe probe(const MaxBatchConfig& c, const std::string& level, bool defrag,
   p.batch = batch;
   const at::Device device(c.device);
   if (device.is_cpu()) {
-    auto alloc = BudgetAllocator::create(defrag ? "defrag" : "caching", c.budget);
+    auto alloc = BudgetAllocator::create(defrag ? "defrag" : c.caching_policy, c.budget);
     {
       ScopedCpuAllocator scope(alloc.get());
       p.fits = train_steps(c, level, batch, device, &p.step_seconds);
@@ -74,6 +75,10 @@ std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
   if (c.length < 1) throw InvalidInput("maxbatch: the image size / sequence length must be >= 1");
   if (c.budget < (int64_t(1) << 20)) throw InvalidInput("maxbatch: the budget must be at least 1 MiB");
   if (c.steps < 1 || c.limit < 1) throw InvalidInput("maxbatch: steps and limit must be >= 1");
+  if (c.caching_policy.rfind("caching", 0) != 0) {
+    throw InvalidInput("maxbatch: the caching policy must be caching or caching:max_split=SIZE");
+  }
+  make_block_allocator(c.caching_policy);  // a bad max_split: fail now
   std::vector<LevelConfig> configs;
   for (const auto& level : c.levels) configs.push_back(parse_level(level));  // fail before any work
   make_model(c.model, c.options);                                          // unknown model: fail now
@@ -84,7 +89,7 @@ std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
     const bool defrag = configs[i].defrag_allocator && at::Device(c.device).is_cpu();
     MaxBatchResult r;
     r.level = level;
-    r.allocator = at::Device(c.device).is_cpu() ? (defrag ? "defrag" : "caching") : "device";
+    r.allocator = at::Device(c.device).is_cpu() ? (defrag ? "defrag" : c.caching_policy) : "device";
     auto try_batch = [&](int64_t batch) {
       const BatchProbe p = probe(c, level, defrag, batch);
       r.probes.push_back(p);

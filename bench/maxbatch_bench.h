@@ -21,6 +21,9 @@ struct MaxBatchConfig {
   uint64_t seed = 0;
   int64_t limit = 1 << 16;            // never probe above this batch
   int steps = 1;                      // training steps per probe; the last is timed
+  // The simulated device's allocator for levels without the defrag switch:
+  // "caching" or "caching:max_split=SIZE" (see block_allocator.h).
+  std::string caching_policy = "caching";
 };
 
 struct BatchProbe {

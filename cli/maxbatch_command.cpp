@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "actkit/allocator/block_allocator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
 #include "cli_util.h"
@@ -27,6 +28,7 @@ struct MaxBatchArgs {
   int64_t limit = 1 << 16;
   int steps = 1;
   uint64_t seed = 0;
+  std::string max_split;
 };
 
 void write_plot(const std::string& path, const std::string& title, const std::vector<bench::MaxBatchResult>& results) {
@@ -69,6 +71,11 @@ void run(const MaxBatchArgs& a) {
   c.limit = a.limit;
   c.steps = a.steps;
   c.seed = a.seed;
+  if (!a.max_split.empty()) {
+    if (!cpu) throw InvalidInput("maxbatch: --max-split configures the simulated device; on a GPU set PYTORCH_CUDA_ALLOC_CONF");
+    c.caching_policy = "caching:max_split=" + a.max_split;
+    make_block_allocator(c.caching_policy);  // a bad size fails before any output
+  }
 
   const std::string where = cpu ? fmt::format("CPU, {} budget", mib(c.budget)) : a.device;
   fmt::print("{} {} {}: largest training batch per level ({})\n", a.model, tokens ? "sequence" : "image", c.length, where);
@@ -82,10 +89,10 @@ void run(const MaxBatchArgs& a) {
     std::fflush(stdout);
   });
   const double base = double(std::max<int64_t>(1, results.front().max_batch));
-  fmt::print("\n{:<6} {:>10} {:>10} {:>18} {:>10}\n", "level", "max batch", "vs first", "throughput", "allocator");
+  fmt::print("\n{:<6} {:>10} {:>10} {:>18}  {}\n", "level", "max batch", "vs first", "throughput", "allocator");
   nlohmann::json levels = nlohmann::json::array();
   for (const auto& r : results) {
-    fmt::print("{:<6} {:>10} {:>9.2f}x {:>12.1f} smp/s {:>10}\n", r.level, r.max_batch, double(r.max_batch) / base,
+    fmt::print("{:<6} {:>10} {:>9.2f}x {:>12.1f} smp/s  {}\n", r.level, r.max_batch, double(r.max_batch) / base,
                r.throughput, r.allocator);
     nlohmann::json probes = nlohmann::json::array();
     for (const auto& p : r.probes) {
@@ -131,6 +138,9 @@ void add_maxbatch_command(CLI::App& app) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed for weights and inputs")->capture_default_str();
+  cmd->add_option("--max-split", a->max_split,
+                  "CPU: PyTorch's max_split_size for the simulated caching allocator (e.g. 32M); cached blocks "
+                  "that large are never split");
   cmd->callback([a] { run(*a); });
 }
 

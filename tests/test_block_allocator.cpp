@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <random>
 #include <unordered_map>
@@ -61,10 +62,12 @@ TEST_P(PolicyTest, RandomSequencesKeepBlocksDisjointAndWithinTheLimit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, PolicyTest, testing::Values("caching", "defrag", "defrag-retain"),
+INSTANTIATE_TEST_SUITE_P(Policies, PolicyTest,
+                         testing::Values("caching", "caching:max_split=8M", "defrag", "defrag-retain"),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
-                           n.erase(std::remove(n.begin(), n.end(), '-'), n.end());
+                           n.erase(std::remove_if(n.begin(), n.end(), [](char c) { return !std::isalnum(c); }),
+                                   n.end());
                            return n;
                          });
 
@@ -83,6 +86,26 @@ TEST(CachingPolicy, ReservesSegmentsLikePyTorch) {
   EXPECT_EQ(a->stats().reserved, 42 * kMiB);  // cached, not returned
   a->release_cached();
   EXPECT_EQ(a->stats().reserved, 40 * kMiB);  // only the empty small segment goes
+}
+
+// PyTorch's max_split_size: a cached block that large is not split for a
+// smaller request, and serves a large one only within 20 MiB of its size.
+TEST(CachingPolicy, MaxSplitKeepsLargeCachedBlocksWhole) {
+  auto plain = make_caching_allocator();
+  auto capped = make_block_allocator("caching:max_split=32M");
+  for (auto* a : {plain.get(), capped.get()}) a->free(a->allocate(64 * kMiB));
+  plain->allocate(4 * kMiB);
+  EXPECT_EQ(plain->stats().reserved, 64 * kMiB);  // carved out of the cached 64 MiB block
+  capped->allocate(4 * kMiB);
+  EXPECT_EQ(capped->stats().reserved, 84 * kMiB);  // a new 20 MiB segment instead
+  const uint64_t near = capped->allocate(50 * kMiB);
+  EXPECT_EQ(capped->stats().reserved, 84 * kMiB);  // within 20 MiB: the cached block, whole
+  capped->free(near);
+  capped->allocate(40 * kMiB);
+  EXPECT_EQ(capped->stats().reserved, 124 * kMiB);  // 24 MiB too large for it: a new segment
+  capped->check_invariants();
+  EXPECT_THROW(make_block_allocator("caching:max_split=1M"), InvalidInput);
+  EXPECT_THROW(make_block_allocator("caching:max_split=lots"), InvalidInput);
 }
 
 // Blocks that grow step by step, each freed after the next is allocated: a

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/level.h"
 #include "block_allocator_impl.h"
 
 namespace actkit {
@@ -50,8 +51,13 @@ uint64_t default_address_space(int64_t limit, uint64_t requested) {
 std::unique_ptr<BlockAllocator> make_block_allocator(const std::string& kind, int64_t limit, MemoryBacking* backing,
                                                      uint64_t address_space) {
   if (kind == "caching") return make_caching_allocator(limit, backing, address_space);
+  const std::string max_split = "caching:max_split=";
+  if (kind.rfind(max_split, 0) == 0) {
+    return make_caching_allocator(limit, backing, address_space,
+                                  uint64_t(parse_byte_size(kind.substr(max_split.size()))));
+  }
   if (kind == "defrag") return make_defrag_allocator(limit, backing, address_space);
-  throw InvalidInput(c10::str("unknown allocator '", kind, "' (caching or defrag)"));
+  throw InvalidInput(c10::str("unknown allocator '", kind, "' (caching, caching:max_split=SIZE or defrag)"));
 }
 
 }  // namespace actkit

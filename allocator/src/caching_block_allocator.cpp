@@ -1,5 +1,9 @@
 // The baseline: the placement policy of PyTorch's CUDA caching allocator
-// (c10/cuda/CUDACachingAllocator.cpp), without streams and events.
+// (c10/cuda/CUDACachingAllocator.cpp), without streams and events, with its
+// one fragmentation setting, max_split_size (PYTORCH_CUDA_ALLOC_CONF
+// max_split_size_mb; unlimited by default): a cached block that large is
+// never split for a smaller request, so long-lived small blocks cannot pin
+// it, and is reused only by requests within 20 MiB of its size.
 #include <c10/util/StringUtil.h>
 
 #include <set>
@@ -22,6 +26,7 @@ constexpr uint64_t kSmallSize = uint64_t(1) << 20;        // largest small block
 constexpr uint64_t kSmallSegment = uint64_t(2) << 20;
 constexpr uint64_t kLargeSegment = uint64_t(20) << 20;
 constexpr uint64_t kMinLargeAlloc = uint64_t(10) << 20;   // below: share a 20 MiB segment
+constexpr uint64_t kLargeBuffer = uint64_t(20) << 20;     // an oversize block's reuse window
 
 struct Block {
   uint64_t address = 0;
@@ -42,8 +47,8 @@ using Pool = std::set<Block*, BySizeThenAddress>;
 
 class CachingBlockAllocator final : public BlockAllocator {
  public:
-  CachingBlockAllocator(int64_t limit, MemoryBacking* backing, uint64_t space)
-      : BlockAllocator(limit, backing), space_(space) {
+  CachingBlockAllocator(int64_t limit, MemoryBacking* backing, uint64_t space, uint64_t max_split)
+      : BlockAllocator(limit, backing), space_(space), max_split_(max_split) {
     segments_space_.release(0, space_);
   }
 
@@ -62,7 +67,7 @@ class CachingBlockAllocator final : public BlockAllocator {
     probe.size = size;
     auto it = pool.lower_bound(&probe);
     Block* block = nullptr;
-    if (it != pool.end()) {
+    if (it != pool.end() && usable(**it, size)) {
       block = *it;
       pool.erase(it);
     } else {
@@ -70,7 +75,7 @@ class CachingBlockAllocator final : public BlockAllocator {
     }
     // Split off the rest when it is worth keeping (PyTorch's thresholds).
     const uint64_t rest = block->size - size;
-    if ((small && rest >= detail::kMinBlock) || (!small && rest > kSmallSize)) {
+    if ((small && rest >= detail::kMinBlock) || (!small && rest > kSmallSize && size < max_split_)) {
       auto* tail = new Block{block->address + size, rest, 0, small, true, block, block->next};
       if (block->next != nullptr) block->next->prev = tail;
       block->next = tail;
@@ -96,6 +101,16 @@ class CachingBlockAllocator final : public BlockAllocator {
     b = merge(b, b->prev, pool);
     b = merge(b, b->next, pool);
     pool.insert(b);
+  }
+
+  // PyTorch's get_free_block: the smallest fitting block serves unless it is
+  // oversize (>= max_split) for a request below max_split, or more than 20
+  // MiB larger than an oversize request. Larger blocks are larger still, so
+  // the search ends there.
+  bool usable(const Block& b, uint64_t size) const {
+    if (size < max_split_ && b.size >= max_split_) return false;
+    if (size >= max_split_ && b.size >= size + kLargeBuffer) return false;
+    return true;
   }
 
   void release_cached() override {
@@ -187,6 +202,7 @@ class CachingBlockAllocator final : public BlockAllocator {
   }
 
   uint64_t space_;
+  uint64_t max_split_;
   ExtentMap segments_space_;  // where new segments go
   Pool small_pool_, large_pool_;
   std::unordered_map<uint64_t, Block*> live_;
@@ -194,8 +210,13 @@ class CachingBlockAllocator final : public BlockAllocator {
 
 }  // namespace
 
-std::unique_ptr<BlockAllocator> make_caching_allocator(int64_t limit, MemoryBacking* backing, uint64_t address_space) {
-  return std::make_unique<CachingBlockAllocator>(limit, backing, detail::default_address_space(limit, address_space));
+std::unique_ptr<BlockAllocator> make_caching_allocator(int64_t limit, MemoryBacking* backing, uint64_t address_space,
+                                                       uint64_t max_split) {
+  if (max_split <= kSmallSize) {
+    throw InvalidInput(c10::str("caching allocator: max_split must be above 1 MiB, got ", max_split, " bytes"));
+  }
+  return std::make_unique<CachingBlockAllocator>(limit, backing, detail::default_address_space(limit, address_space),
+                                                 max_split);
 }
 
 }  // namespace actkit

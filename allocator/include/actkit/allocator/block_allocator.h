@@ -11,6 +11,8 @@
 //            segments, or the request rounded to 2 MiB), best fit inside a
 //            pool, splitting and coalescing only inside a segment; segments
 //            go back only when an allocation would pass the limit.
+//            "caching:max_split=SIZE" adds PyTorch's max_split_size_mb:
+//            cached blocks of SIZE or more are never split.
 //   defrag   the L5 allocator: one address-ordered arena with best fit,
 //            splitting and coalescing across the whole range, and memory
 //            committed per 2 MiB granule only where live blocks are (what
@@ -92,15 +94,19 @@ class BlockAllocator {
 
 // `limit`: bytes the allocator may reserve, -1 for no limit. `backing` may
 // be null (replay) and must outlive the allocator. `address_space` 0 picks
-// a range large enough for the limit (64 GiB without one).
+// a range large enough for the limit (64 GiB without one). `max_split`:
+// PyTorch's max_split_size in bytes (no limit by default); InvalidInput if
+// it is 1 MiB or less.
 std::unique_ptr<BlockAllocator> make_caching_allocator(int64_t limit = -1, MemoryBacking* backing = nullptr,
-                                                       uint64_t address_space = 0);
+                                                       uint64_t address_space = 0,
+                                                       uint64_t max_split = UINT64_MAX);
 // `retain_freed`: granules that empty stay reserved (counted) until an
 // allocation would pass the limit, so real memory is not faulted in again
 // every step; replays leave it off to measure the policy's own footprint.
 std::unique_ptr<BlockAllocator> make_defrag_allocator(int64_t limit = -1, MemoryBacking* backing = nullptr,
                                                       uint64_t address_space = 0, bool retain_freed = false);
-// "caching" or "defrag"; throws InvalidInput for another name.
+// "caching", "caching:max_split=SIZE" (SIZE as in 32M, 1GiB) or "defrag";
+// throws InvalidInput for anything else.
 std::unique_ptr<BlockAllocator> make_block_allocator(const std::string& kind, int64_t limit = -1,
                                                      MemoryBacking* backing = nullptr, uint64_t address_space = 0);
 
