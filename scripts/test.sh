@@ -35,13 +35,13 @@ build/bin/actkit bench codec --size 16MiB --min-time 0.05 --json build/bench-cod
 grep -q '"memcpy_gbps"' build/bench-codec.json
 build/bin/actkit convert --model resnet18 --level L3 > build/convert.txt
 grep -q "QConv2d" build/convert.txt
-build/bin/actkit memory --model resnet18 --batch 4 --image-size 32 --levels L0,L3,L4 --json build/memory.json
-grep -q '"activation_bytes"' build/memory.json
+build/bin/actkit memory --model resnet18 --batch 4 --image-size 32 --levels L0,L3,L4 --nodes 4 --json build/memory.json
+grep -q '"activation_bytes"' build/memory.json && grep -q '"BranchPointBackward"' build/memory.json
 build/bin/actkit train --model resnet18 --data fashion-mnist --level L3 --epochs 1 --train-limit 256 \
   --json build/train.json
 grep -q '"final_test_accuracy"' build/train.json
 build/bin/actkit maxbatch --model resnet18 --image-size 16 --budget 170MiB --levels L0,L5 --limit 16 \
-  --json build/maxbatch.json --plot build/maxbatch.svg
+  --max-split 32M --json build/maxbatch.json --plot build/maxbatch.svg
 grep -q '"max_batch"' build/maxbatch.json && grep -q "<svg" build/maxbatch.svg
 build/bin/actkit bench swap --dir build --size 64MiB --repeats 1 --json build/bench-swap.json
 grep -q '"read_gbps"' build/bench-swap.json
