@@ -20,7 +20,11 @@ struct MaxBatchConfig {
   std::string device = "cpu";         // or "cuda[:N]": the real device, no budget
   uint64_t seed = 0;
   int64_t limit = 1 << 16;            // never probe above this batch
-  int steps = 1;                      // training steps per probe; the last is timed
+  // Training steps per probe; the last is timed. Two by default: the first
+  // creates the optimizer's momentum after its backward, so only from the
+  // second on does a step hold it through forward and backward, as every
+  // step of a real run does.
+  int steps = 2;
   // The simulated device's allocator for levels without the defrag switch:
   // "caching" or "caching:max_split=SIZE" (see block_allocator.h).
   std::string caching_policy = "caching";

@@ -98,7 +98,9 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
       synchronize(device);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (step > 0 && !profile) best = std::min(best, s);  // step 0 is the warm-up
-      if (step == 0) m.peak_bytes = std::max(forward_peak, meter.peak());
+      // The first step after the warm-up: the optimizer's state exists, as in
+      // every step of a real run (the warm-up creates it after its backward).
+      if (step == 1) m.peak_bytes = std::max(forward_peak, meter.peak());
     }
     m.step_seconds = best;
     const ControllerStats stats = converted.controller->stats();

@@ -16,7 +16,8 @@ struct StepMeasurement {
   // As ActNN reports it: bytes allocated right before backward, minus bytes
   // allocated before forward, minus the output and loss tensors.
   int64_t activation_bytes = 0;
-  // Peak bytes held during the step (weights, gradients, activations).
+  // Peak bytes held during the first step after the warm-up (weights,
+  // momentum, gradients, activations: a steady-state step).
   int64_t peak_bytes = 0;
   double step_seconds = 0;  // forward + backward + SGD step
   double compression_ratio = 1;  // bytes handed to the codecs / bytes they produced

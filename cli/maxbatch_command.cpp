@@ -26,7 +26,7 @@ struct MaxBatchArgs {
   std::string json_path;
   std::string plot_path;
   int64_t limit = 1 << 16;
-  int steps = 1;
+  int steps = 2;  // the second holds the optimizer state the first creates
   uint64_t seed = 0;
   std::string max_split;
 };
@@ -134,7 +134,7 @@ void add_maxbatch_command(CLI::App& app) {
   cmd->add_option("--json", a->json_path, "Also write the results as JSON to this file");
   cmd->add_option("--plot", a->plot_path, "Write batch size vs throughput to FILE.svg (or .png)");
   cmd->add_option("--limit", a->limit, "Largest batch to try")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Training steps per probe (the last is timed)")
+  cmd->add_option("--steps", a->steps, "Training steps per probe (the last is timed; from the second on, the optimizer's momentum is held)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed for weights and inputs")->capture_default_str();
