@@ -8,6 +8,7 @@
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/errors.h"
 #include "actkit/layers/branch_point.h"
+#include "actkit/layers/modules.h"
 #include "test_util.h"
 
 using namespace actkit;
@@ -104,6 +105,107 @@ TEST(BranchPoint, AnUnusedAliasContributesNothing) {
   const auto uses = branch_point(a * 1.0, 2);
   (uses[0] * 3).sum().backward();
   EXPECT_TRUE(at::allclose(a.grad(), at::full({8}, 3.0)));
+}
+
+// A residual block of compressed convolutions, x -> conv_a(x)/2 + shortcut(x),
+// the shortcut being x itself or conv_b(x). `sink`: through branch_point()
+// and residual_add(), so the convolutions add their input gradients into the
+// one waiting at the branch point; otherwise shared the plain way.
+struct ResidualBlock {
+  std::shared_ptr<torch::nn::Conv2dImpl> a, b;
+  QConv2d qa, qb;
+  ResidualBlock(int64_t channels, const std::string& level)
+      : a(std::make_shared<torch::nn::Conv2dImpl>(torch::nn::Conv2dOptions(channels, channels, 3).padding(1))),
+        b(std::make_shared<torch::nn::Conv2dImpl>(torch::nn::Conv2dOptions(channels, channels, 1))),
+        qa(a, std::make_shared<Controller>(parse_level(level), 7), "a", LayerKind::kConv),
+        qb(b, std::make_shared<Controller>(parse_level(level), 8), "b", LayerKind::kConv) {}
+
+  at::Tensor forward(const at::Tensor& input, bool sink, bool conv_shortcut) {
+    const at::Tensor x = input.mul(1.0);  // a node of its own, as a previous block's output
+    const std::vector<at::Tensor> u = sink ? branch_point(x) : std::vector<at::Tensor>{x, x};
+    // A second step in the branch, as a real block has: the branch's first
+    // convolution then receives a gradient other than the shortcut's.
+    at::Tensor out = qa->forward(u[0]).mul(0.5);
+    const at::Tensor shortcut = conv_shortcut ? qb->forward(u[1]) : u[1];
+    if (sink) return residual_add(out, shortcut);
+    out += shortcut;
+    return out;
+  }
+};
+
+struct BlockGrads {
+  at::Tensor input, weight_a, weight_b;
+};
+
+BlockGrads block_grads(bool sink, bool conv_shortcut, const std::string& level) {
+  at::manual_seed(11);
+  ResidualBlock block(8, level);
+  const at::Tensor input = at::randn({6, 8, 10, 10}).requires_grad_();
+  const at::Tensor gy = at::randn({6, 8, 10, 10});
+  block.forward(input, sink, conv_shortcut).backward(gy);
+  return {input.grad(), block.a->weight.grad(), conv_shortcut ? block.b->weight.grad() : at::Tensor()};
+}
+
+// The input gradient is g + conv_a's input gradient either way, one addition
+// per element: the same bits whether autograd adds the two tensors or each
+// piece of conv_a's gradient is added into g.
+TEST(BranchPoint, ResidualBlocksGiveAutogradsGradientsInPiecesAndWhole) {
+  for (const char* level : {"L3:chunk_bytes=1", "L3:chunk_bytes=0", "L0"}) {
+    for (bool conv_shortcut : {false, true}) {
+      const BlockGrads plain = block_grads(false, conv_shortcut, level);
+      const BlockGrads sunk = block_grads(true, conv_shortcut, level);
+      const std::string what = std::string(level) + (conv_shortcut ? ", convolution shortcut" : ", identity");
+      EXPECT_TRUE(bitwise_equal(plain.input, sunk.input)) << what;
+      EXPECT_TRUE(bitwise_equal(plain.weight_a, sunk.weight_a)) << what;
+      if (conv_shortcut) EXPECT_TRUE(bitwise_equal(plain.weight_b, sunk.weight_b)) << what;
+    }
+  }
+}
+
+// With the gradient waiting in the sink, the branch's convolution adds its
+// pieces into it: backward never holds a second input-sized gradient.
+TEST(BranchPoint, ConvolutionsAddTheirPiecesIntoTheWaitingGradient) {
+  at::manual_seed(12);
+  ResidualBlock block(16, "L3:chunk_bytes=256K");
+  const at::Tensor input = at::randn({16, 16, 32, 32}).requires_grad_();  // 1 MiB of gradient
+  const at::Tensor gy = at::randn({16, 16, 32, 32});
+  const int64_t input_bytes = input.numel() * 4;
+  ScopedCpuTracking tracking;
+  TrackingAllocator& t = tracking.tracker();
+  int64_t extra[2];
+  for (bool sink : {false, true}) {
+    // The block's output gradient is formed inside backward (as a next
+    // layer's would be), so nothing outside holds it.
+    const at::Tensor loss = (block.forward(input, sink, false) * gy).sum();
+    input.mutable_grad() = at::Tensor();
+    t.reset_peak();
+    const int64_t before = t.current_bytes();
+    loss.backward();
+    extra[sink] = t.peak_bytes() - before;
+  }
+  EXPECT_LE(extra[1], extra[0] - input_bytes) << "plain " << extra[0] << ", branch point " << extra[1];
+}
+
+TEST(BranchPoint, ResidualAddIsAPlainAddWithoutGradientsAndChecksShapes) {
+  at::Tensor out = at::ones({2, 3});
+  EXPECT_TRUE(at::equal(residual_add(out, at::ones({2, 3})), at::full({2, 3}, 2.0)));
+  EXPECT_TRUE(at::equal(out, at::full({2, 3}, 2.0)));  // in place
+  EXPECT_THROW(residual_add(out, at::ones({3, 2})), InvalidInput);
+  at::Tensor undefined;
+  EXPECT_THROW(residual_add(undefined, out), InvalidInput);
+}
+
+TEST(BranchPoint, ResidualAddSupportsDoubleBackward) {
+  const at::Tensor a = at::randn({5}).requires_grad_();
+  const at::Tensor b = a.detach().clone().requires_grad_();
+  const auto u = branch_point(b * 1.0);
+  at::Tensor sb = u[0].sin();
+  const at::Tensor yb = residual_add(sb, u[1]);
+  const at::Tensor ya = (a * 1.0).sin() + a * 1.0;
+  const at::Tensor ga = torch::autograd::grad({ya.pow(2).sum()}, {a}, {}, true, true)[0];
+  const at::Tensor gb = torch::autograd::grad({yb.pow(2).sum()}, {b}, {}, true, true)[0];
+  EXPECT_TRUE(at::allclose(ga, gb));
+  EXPECT_TRUE(at::allclose(torch::autograd::grad({ga.sum()}, {a})[0], torch::autograd::grad({gb.sum()}, {b})[0]));
 }
 
 TEST(BranchPoint, BadArgumentsAreClearErrors) {

@@ -44,10 +44,10 @@ class BasicBlockImpl : public SwappableModule {
   }
 
   at::Tensor forward(const at::Tensor& input) {
-    const auto x = branch_point(input);  // branch, shortcut: gradients summed in place
+    const auto x = branch_point(input);  // branch, shortcut (see branch_point.h)
     at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x[0]));
     out = conv_bn(conv2_, bn2_, out);
-    out += downsample_ ? forward_fused(*downsample_, x[1]) : x[1];
+    out = residual_add(out, downsample_ ? forward_fused(*downsample_, x[1]) : x[1]);
     return relu_.forward(out);
   }
 
@@ -75,11 +75,11 @@ class BottleneckImpl : public SwappableModule {
   }
 
   at::Tensor forward(const at::Tensor& input) {
-    const auto x = branch_point(input);  // branch, shortcut: gradients summed in place
+    const auto x = branch_point(input);  // branch, shortcut (see branch_point.h)
     at::Tensor out = relu_.forward(conv_bn(conv1_, bn1_, x[0]));
     out = relu_.forward(conv_bn(conv2_, bn2_, out));
     out = conv_bn(conv3_, bn3_, out);
-    out += downsample_ ? forward_fused(*downsample_, x[1]) : x[1];
+    out = residual_add(out, downsample_ ? forward_fused(*downsample_, x[1]) : x[1]);
     return relu_.forward(out);
   }
 

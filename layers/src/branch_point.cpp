@@ -2,54 +2,111 @@
 
 #include <ATen/core/grad_mode.h>
 #include <c10/util/StringUtil.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
 #include "actkit/core/errors.h"
+#include "actkit/layers/saved_context.h"
+#include "gradient_sink.h"
 
 namespace actkit {
+namespace detail {
+
+bool is_sole_reference(const at::Tensor& t) {
+  return t.defined() && t.use_count() == 1 && t.has_storage() && t.storage().use_count() == 1 &&
+         t.is_non_overlapping_and_dense() && !t.is_sparse();
+}
+
+void GradientSink::put(at::Tensor g) {
+  if (!g.defined()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pending_.defined()) {
+    pending_ = std::move(g);
+  } else if (is_sole_reference(pending_)) {
+    pending_.add_(g);
+  } else if (is_sole_reference(g)) {
+    pending_ = std::move(g.add_(pending_));
+  } else {
+    pending_ = pending_ + g;
+  }
+}
+
+at::Tensor GradientSink::take_writable() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!is_sole_reference(pending_)) return at::Tensor();
+  return std::move(pending_);
+}
+
+at::Tensor GradientSink::take_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::move(pending_);
+}
+
+}  // namespace detail
+
 namespace {
 
 using torch::autograd::variable_list;
 
 class BranchPointBackward final : public torch::autograd::Node {
  public:
-  explicit BranchPointBackward(torch::autograd::edge_list&& next) : Node(std::move(next)) {}
+  explicit BranchPointBackward(torch::autograd::edge_list&& next)
+      : Node(std::move(next)), sink_(std::make_shared<detail::GradientSink>()) {}
 
   std::string name() const override { return "BranchPointBackward"; }
+  const std::shared_ptr<detail::GradientSink>& sink() const { return sink_; }
 
   variable_list apply(variable_list&& grads) override {
     // Taking the list over drops the engine's references, so a gradient
     // no other node holds has a use count of one here.
     variable_list owned = std::move(grads);
-    const bool differentiable = at::GradMode::is_enabled();
-    at::Tensor total;
-    for (at::Tensor& g : owned) {
-      if (!g.defined()) continue;
-      if (!total.defined()) {
-        total = std::move(g);
-      } else if (!differentiable && writable(total)) {
-        total.add_(g);
-      } else if (!differentiable && writable(g)) {
-        total = std::move(g.add_(total));
-      } else {
-        total = total + g;
+    if (at::GradMode::is_enabled()) {  // create_graph: differentiable sums only
+      at::Tensor total = sink_->take_all();
+      for (const at::Tensor& g : owned) {
+        if (g.defined()) total = total.defined() ? total + g : g;
       }
-      g = at::Tensor();  // free each gradient as soon as it is added
+      return {total};
     }
-    return {total};
+    for (at::Tensor& g : owned) sink_->put(std::move(g));  // each freed once added
+    return {sink_->take_all()};
   }
 
  private:
-  // The engine's own test (input_buffer.cpp): the last reference to a dense
-  // tensor and to its storage.
-  static bool writable(const at::Tensor& t) {
-    return t.use_count() == 1 && t.has_storage() && t.storage().use_count() == 1 &&
-           t.is_non_overlapping_and_dense() && !t.is_sparse();
+  std::shared_ptr<detail::GradientSink> sink_;
+};
+
+// out += shortcut, whose backward hands the shortcut's gradient to its
+// branch point's sink (see residual_add in branch_point.h).
+struct ResidualAddFunction : torch::autograd::Function<ResidualAddFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor out, const at::Tensor& shortcut,
+                            const std::shared_ptr<detail::GradientSink>& sink) {
+    out.add_(shortcut);
+    ctx->mark_dirty({out});
+    detail::save_object(ctx, "sink", sink);
+    return out;
+  }
+  static variable_list backward(torch::autograd::AutogradContext* ctx, variable_list grads) {
+    const auto& sink = detail::load_object<std::shared_ptr<detail::GradientSink>>(ctx, "sink");
+    if (sink && !at::GradMode::is_enabled()) {
+      sink->put(grads[0]);
+      return {grads[0], at::Tensor(), at::Tensor()};
+    }
+    return {grads[0], grads[0], at::Tensor()};
   }
 };
 
 }  // namespace
+
+namespace detail {
+
+std::shared_ptr<GradientSink> sink_of(const at::Tensor& x) {
+  if (!x.defined() || !at::GradMode::is_enabled()) return nullptr;
+  const auto* node = dynamic_cast<const BranchPointBackward*>(x.grad_fn().get());
+  return node != nullptr ? node->sink() : nullptr;
+}
+
+}  // namespace detail
 
 std::vector<at::Tensor> branch_point(const at::Tensor& x, int64_t count) {
   if (!x.defined()) throw InvalidInput("branch_point: the tensor is undefined");
@@ -65,6 +122,16 @@ std::vector<at::Tensor> branch_point(const at::Tensor& x, int64_t count) {
     aliases.push_back(std::move(alias));
   }
   return aliases;
+}
+
+at::Tensor residual_add(at::Tensor& out, const at::Tensor& shortcut) {
+  if (!out.defined() || !shortcut.defined()) throw InvalidInput("residual_add: a tensor is undefined");
+  if (!out.sizes().equals(shortcut.sizes())) {
+    throw InvalidInput(c10::str("residual_add: shapes differ: ", out.sizes(), " and ", shortcut.sizes()));
+  }
+  if (!at::GradMode::is_enabled() || !(out.requires_grad() || shortcut.requires_grad())) return out.add_(shortcut);
+  // The sink is looked up here: forward() runs with grad mode off.
+  return ResidualAddFunction::apply(out, shortcut, detail::sink_of(shortcut));
 }
 
 }  // namespace actkit

@@ -2,6 +2,7 @@
 // weights are parameters and are kept as they are.
 #include "actkit/layers/functional.h"
 #include "autograd_common.h"
+#include "gradient_sink.h"
 
 namespace actkit {
 namespace {
@@ -35,9 +36,12 @@ int64_t output_bytes_per_sample(const at::Tensor& x, const at::Tensor& w, const 
 }
 
 struct ConvFunction : torch::autograd::Function<ConvFunction> {
+  // `sink`: the branch point x aliases (see branch_point.h), or null.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const c10::optional<at::Tensor>& b, const ConvParams& p, const LayerHandle& layer) {
+                            const c10::optional<at::Tensor>& b, const ConvParams& p, const LayerHandle& layer,
+                            const std::shared_ptr<GradientSink>& sink) {
     at::Tensor y = piecewise_forward(x, w, b, p, layer);
+    save_object(ctx, "sink", sink);
     // ActNN App. B: a convolution's sensitivity carries K / (I * A) with K
     // kernel positions, I output positions and A groups.
     const double k = double(product(w.sizes().slice(2)));
@@ -96,27 +100,45 @@ struct ConvFunction : torch::autograd::Function<ConvFunction> {
     // of ATen workspace (reordered or unfolded copies of input and gradient).
     const std::vector<SampleRange> pieces =
         backward_pieces(layer, x, 2 * bytes_per_sample(g) + 2 * bytes_per_sample(x));
+    // An input that is a branch point's alias hands its gradient to the
+    // branch point's sink; if a gradient waits there already, each piece is
+    // added into it rather than into a new input-sized tensor.
+    const auto& sink = load_object<std::shared_ptr<GradientSink>>(ctx, "sink");
+    const bool to_sink = sink && need_x && !at::GradMode::is_enabled();
+    const auto hand_over = [&](at::Tensor gx) {
+      if (!to_sink) return gx;
+      sink->put(std::move(gx));
+      return at::Tensor();
+    };
     if (pieces.size() == 1) {
       auto [gx, gw, gb] = run(g, x.decode(), need_b);
-      return {gx, gw, gb, at::Tensor(), at::Tensor()};
+      return {hand_over(std::move(gx)), gw, gb, at::Tensor(), at::Tensor(), at::Tensor()};
     }
     // Samples are independent: each piece's input gradient lands in its rows
     // of gx; weight gradients add up.
-    at::Tensor gx = need_x ? at::empty(x.shape(), g.options().memory_format(at::MemoryFormat::Contiguous))
-                           : at::Tensor();
+    at::Tensor gx = to_sink ? sink->take_writable() : at::Tensor();
+    const bool add = gx.defined() && gx.sizes().equals(x.shape()) && gx.scalar_type() == g.scalar_type() &&
+                     gx.is_contiguous();
+    if (gx.defined() && !add) sink->put(std::move(gx));  // not one to write into (never in practice)
+    if (!add && need_x) gx = at::empty(x.shape(), g.options().memory_format(at::MemoryFormat::Contiguous));
     at::Tensor gw;
     for (const SampleRange& piece : pieces) {
       auto [gx_part, gw_part, unused] = run(piece.of(g), decode_piece(x, piece), false);
-      if (need_x) piece.of(gx).copy_(gx_part);
+      if (add) {
+        piece.of(gx).add_(gx_part);
+      } else if (need_x) {
+        piece.of(gx).copy_(gx_part);
+      }
       if (need_w) accumulate(gw, gw_part);
     }
+    gx = hand_over(std::move(gx));
     at::Tensor gb;
     if (need_b) {
       std::vector<int64_t> dims{0};
       for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
       gb = g.sum(dims);
     }
-    return {gx, gw, gb, at::Tensor(), at::Tensor()};
+    return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -180,7 +202,7 @@ struct MatMulFunction : torch::autograd::Function<MatMulFunction> {
 at::Tensor qconvolution(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                         const ConvParams& params, const LayerHandle& layer) {
   check_layer(layer, "qconvolution");
-  return ConvFunction::apply(x, weight, bias, params, layer);
+  return ConvFunction::apply(x, weight, bias, params, layer, detail::sink_of(x));
 }
 
 at::Tensor qlinear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
