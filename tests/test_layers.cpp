@@ -6,6 +6,7 @@
 
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/errors.h"
+#include "actkit/layers/branch_point.h"
 #include "actkit/layers/modules.h"
 #include "test_util.h"
 
@@ -303,6 +304,24 @@ TEST(Layers, MatMulSavesBothOperandsAndSharesTheSameTensor) {
   mm->forward(s, s).sum().backward();
   EXPECT_EQ(ctrl->stats().shared_hits, 1);
   EXPECT_THROW(mm->forward(at::randn({2, 3, 4}).requires_grad_(), at::randn({4, 5})), InvalidInput);
+}
+
+// A residual block's branch and downsample convolutions read two
+// branch_point() aliases of one input: one payload, and a view of other
+// samples of the same memory is not mistaken for it.
+TEST(Layers, AliasesOfOneTensorStoreItOnceButOtherViewsDoNot) {
+  auto ctrl = controller("L3");
+  QLinear q(std::make_shared<torch::nn::LinearImpl>(16, 16), ctrl, "q", LayerKind::kLinear);
+  QLinear k(std::make_shared<torch::nn::LinearImpl>(16, 16), ctrl, "k", LayerKind::kLinear);
+  const at::Tensor leaf = at::randn({4, 10, 16}).requires_grad_();
+  const auto x = branch_point(leaf * 1.0);
+  (q->forward(x[0]) + k->forward(x[1])).sum().backward();
+  EXPECT_EQ(ctrl->stats().compress_calls, 1);
+  EXPECT_EQ(ctrl->stats().shared_hits, 1);
+  const at::Tensor y = leaf * 1.0;
+  (q->forward(y.narrow(0, 0, 2)) + k->forward(y.narrow(0, 2, 2))).sum().backward();
+  EXPECT_EQ(ctrl->stats().compress_calls, 3);
+  EXPECT_EQ(ctrl->stats().shared_hits, 1);
 }
 
 TEST(Layers, ConsecutiveLayersOnOneTensorStoreItOnce) {

@@ -103,13 +103,18 @@ double Controller::layer_bits(int layer) const {
 }
 
 bool Controller::lookup_shared(const at::Tensor& x, SavedActivation* out) {
-  auto it = shared_.find(x.unsafeGetTensorImpl());
+  if (!x.has_storage() || x.data_ptr() == nullptr) return false;
+  auto it = shared_.find(x.data_ptr());
   if (it == shared_.end()) return false;
   const SharedEntry& e = it->second;
-  auto source = e.source.lock();
-  if (!source || source.get() != x.unsafeGetTensorImpl() || e.version != x._version()) {
+  auto storage = e.storage.lock();
+  if (!storage || storage.get() != x.storage().unsafeGetStorageImpl() || e.version != x._version()) {
     shared_.erase(it);
     return false;
+  }
+  if (e.offset != x.storage_offset() || e.dtype != x.scalar_type() || !x.sizes().equals(e.sizes) ||
+      !x.strides().equals(e.strides)) {
+    return false;  // another view of the same memory: not the same values
   }
   if (auto swapped = e.swapped.lock()) {
     *out = SavedActivation(std::move(swapped));
@@ -128,14 +133,16 @@ void Controller::remember_shared(const at::Tensor& x, const SavedActivation& sav
   if (shared_.size() > kSharedSweep) {
     for (auto it = shared_.begin(); it != shared_.end();) {
       const SharedEntry& e = it->second;
-      const bool dead = e.source.expired() || (e.payload.expired() && e.swapped.expired());
+      const bool dead = e.storage.expired() || (e.payload.expired() && e.swapped.expired());
       it = dead ? shared_.erase(it) : std::next(it);
     }
   }
   // A swapped payload dies right after this call; the handle is what lives.
-  SharedEntry e{WeakImpl(x.getIntrusivePtr()), uint32_t(x._version()), ct.meta(),
-                WeakImpl(ct.payload().getIntrusivePtr()), saved.swapped_payload()};
-  shared_.insert_or_assign(x.unsafeGetTensorImpl(), std::move(e));
+  if (!x.has_storage() || x.data_ptr() == nullptr) return;
+  SharedEntry e{WeakStorage(x.storage().getWeakStorageImpl()), x.storage_offset(), x.sizes().vec(), x.strides().vec(),
+                x.scalar_type(), uint32_t(x._version()), ct.meta(), WeakImpl(ct.payload().getIntrusivePtr()),
+                saved.swapped_payload()};
+  shared_.insert_or_assign(x.data_ptr(), std::move(e));
 }
 
 std::vector<uint8_t> Controller::per_sample_bits(Layer& l, const at::Tensor& x, double scale) {

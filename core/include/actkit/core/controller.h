@@ -106,9 +106,15 @@ class Controller {
     int64_t dim = 0;
   };
   using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  using WeakStorage = c10::weak_intrusive_ptr<c10::StorageImpl>;
   // A payload another layer may reuse while both it and its source live.
+  // The source is its memory, not its TensorImpl: aliases of one tensor
+  // (branch_point) are the same values and share one payload.
   struct SharedEntry {
-    WeakImpl source;
+    WeakStorage storage;
+    int64_t offset;
+    std::vector<int64_t> sizes, strides;
+    c10::ScalarType dtype;
     uint32_t version;
     CompressedMeta meta;
     WeakImpl payload;                         // in memory
@@ -126,7 +132,7 @@ class Controller {
   uint64_t seed_;
   mutable std::mutex mu_;
   std::vector<Layer> layers_;
-  std::unordered_map<const c10::TensorImpl*, SharedEntry> shared_;
+  std::unordered_map<const void*, SharedEntry> shared_;  // keyed by data pointer
   ControllerStats stats_;
   std::unique_ptr<ActivationSwapper> swapper_;
 };
