@@ -5,13 +5,21 @@
 #   bash scripts/gpu-check.sh fetch   on a Debian 12 build machine: downloads
 #                                     the .deb files the GPU machine lacks
 #                                     into .deb/ (git-ignored; carry it over)
-#   bash scripts/gpu-check.sh         on the GPU machine: unpacks .deb/,
+#   bash scripts/gpu-check.sh [STEP...]
+#                                     on the GPU machine: unpacks .deb/,
 #                                     configures against the wheel's LibTorch,
-#                                     builds, runs the tests (CUDA equality
-#                                     included) and the GPU codec benchmark,
-#                                     and prints a table. Logs and JSON go to
-#                                     $OUT when set, else build-gpu/out.
-set -euo pipefail
+#                                     builds, then runs the steps named (all
+#                                     when none is): cuda-tests codec memory
+#                                     maxbatch swap tests. Each step has its
+#                                     own time limit, so a slow or failing one
+#                                     cannot hide the others; a table of what
+#                                     passed comes last. Logs and JSON go to
+#                                     build-gpu/out, and as one archive,
+#                                     gpu-check.tar.gz, to $OUT when set.
+#                                     GPU_CHECK_SECONDS (default 570) bounds
+#                                     the whole run: later steps get what is
+#                                     left, so the table always comes back.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
@@ -26,46 +34,105 @@ if [ "${1:-}" = "fetch" ]; then
   exit 0
 fi
 
-out="${OUT:-$root/build-gpu/out}"
-mkdir -p "$out"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(cuda-tests codec memory maxbatch swap tests)
+out="$root/build-gpu/out"
+rm -rf "$out" && mkdir -p "$out"
+deadline=${GPU_CHECK_SECONDS:-570}
+pack() { [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-check.tar.gz" -C "$root/build-gpu" out; }
+trap pack EXIT
+summary=()
+note() { summary+=("$(printf '%-12s %s' "$1" "$2")"); }
+
+# The Debian packages go into a folder of their own (never into /); their
+# pkg-config files are pointed at it.
 deb_root="$root/.deb/root"
 if compgen -G ".deb/*.deb" >/dev/null; then
   rm -rf "$deb_root" && mkdir -p "$deb_root"
   for f in .deb/*.deb; do dpkg -x "$f" "$deb_root"; done
+  find "$deb_root" -name '*.pc' -exec sed -i "s|^prefix=/usr|prefix=$deb_root/usr|" {} +
 fi
 export LD_LIBRARY_PATH="$deb_root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PKG_CONFIG_PATH="$deb_root/usr/lib/x86_64-linux-gnu/pkgconfig:$deb_root/usr/share/pkgconfig"
 
 python=${PYTHON:-python3}
 torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-echo "torch $("$python" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.compiled_with_cxx11_abi())')"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+{
+  echo "torch $("$python" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.compiled_with_cxx11_abi())')"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$nvcc" --version | tail -n 2
+  c++ --version | head -n 1
+  cmake --version | head -n 1
+  echo "cores $(nproc), $(free -g | awk '/Mem/ {print $2}') GiB"
+} 2>&1 | tee "$out/machine.txt"
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+keep_going=()
+command -v ninja >/dev/null && keep_going=(-- -k 0)
+t0=$SECONDS
 cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$deb_root/usr" -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DACTKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" 2>&1 | tee "$out/configure.log"
-cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -n 30 | tee "$out/build.log"
+  -DACTKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" \
+  ${ACTKIT_CXX_STANDARD:+-DCMAKE_CXX_STANDARD=$ACTKIT_CXX_STANDARD} >"$out/configure.log" 2>&1
+configure_rc=$?
+tail -n 15 "$out/configure.log"
+if [ $configure_rc -ne 0 ]; then echo "configure FAILED (see configure.log)"; exit 1; fi
+cmake --build build-gpu -j "$(nproc)" "${keep_going[@]}" >"$out/build.log" 2>&1
+build_rc=$?
+note build "$([ $build_rc -eq 0 ] && echo ok || echo FAILED) ($((SECONDS - t0)) s)"
+if [ $build_rc -ne 0 ]; then
+  grep -E "error|Error" "$out/build.log" | head -n 60
+  printf '%s\n' "${summary[@]}"
+  exit 1
+fi
+bin=build-gpu/bin
 
-set +e
-build-gpu/bin/actkit_tests --gtest_brief=1 2>&1 | tee "$out/tests.log"
-tests_rc=${PIPESTATUS[0]}
-set -e
-build-gpu/bin/actkit --version
-build-gpu/bin/actkit bench codec --device cuda --size 1GiB --json "$out/bench-codec-cuda.json" | tee "$out/bench-cuda.txt"
-build-gpu/bin/actkit bench codec --json "$out/bench-codec-cpu.json" | tee "$out/bench-cpu.txt"
-# Device memory per level and max batch on the real device (issue figures).
-build-gpu/bin/actkit memory --model resnet50 --batch 64 --image-size 224 --levels L0,L1,L2,L3,L4 \
-  --json "$out/memory-resnet50-cuda.json" | tee "$out/memory-cuda.txt" || true
-build-gpu/bin/actkit maxbatch --model resnet50 --image-size 224 --device cuda --levels L0,L3,L4 \
-  --json "$out/maxbatch-resnet50-cuda.json" | tee "$out/maxbatch-cuda.txt" || true
-build-gpu/bin/actkit bench swap --dir "${SWAP_DIR:-/tmp}" --size 4GiB --repeats 3 \
-  --json "$out/bench-swap.json" | tee "$out/bench-swap.txt" || true
+# run STEP SECONDS CMD...: runs one step under a time limit, logs it to
+# $out/STEP.log and notes how it ended.
+run() {
+  local step=$1 limit=$2 t=$SECONDS
+  shift 2
+  local left=$((deadline - SECONDS - 15))
+  [ $left -lt "$limit" ] && limit=$left
+  if [ "$limit" -le 0 ]; then note "$step" "skipped (no time left)"; return; fi
+  timeout "$limit" "$@" >"$out/$step.log" 2>&1
+  local rc=$?
+  local how=ok
+  [ $rc -ne 0 ] && how="FAILED rc=$rc"
+  [ $rc -eq 124 ] && how="TIMED OUT"
+  note "$step" "$how ($((SECONDS - t)) s)"
+  tail -n 25 "$out/$step.log"
+}
+
+for step in "${steps[@]}"; do
+  echo "== $step"
+  case $step in
+    cuda-tests)
+      run cuda-tests 300 $bin/actkit_tests --gtest_brief=1 \
+        --gtest_filter='CudaEquality.*:Half.*' ;;
+    codec)
+      run codec-cuda 240 $bin/actkit bench codec --device cuda --size 1GiB --json "$out/codec-cuda.json" ;;
+    memory)
+      run memory-r50 300 $bin/actkit memory --model resnet50 --batch 64 --image-size 224 \
+        --device cuda --levels L0,L1,L2,L3,L4 --json "$out/memory-r50-cuda.json" ;;
+    maxbatch)
+      run maxbatch-r50 560 $bin/actkit maxbatch --model resnet50 --image-size 224 --device cuda \
+        --levels "${MAXBATCH_LEVELS:-L0,L3,L4}" --steps "${MAXBATCH_STEPS:-2}" --json "$out/maxbatch-r50-cuda.json" --plot "$out/maxbatch-r50-cuda.svg" ;;
+    maxbatch152)
+      run maxbatch-r152 ${MAXBATCH152_SECONDS:-560} $bin/actkit maxbatch --model resnet152 --image-size 224 --device cuda \
+        --levels "${MAXBATCH_LEVELS:-L0,L3,L4}" --steps "${MAXBATCH_STEPS:-2}" --json "$out/maxbatch-r152-cuda.json" ;;
+    swap)
+      run swap 300 $bin/actkit bench swap --dir "${SWAP_DIR:-/tmp}" --size 4GiB --repeats 3 --json "$out/swap.json" ;;
+    tests)
+      # Through CTest, one process per test: a crash names its test and
+      # hides no other.
+      run tests 560 ctest --test-dir build-gpu -j "$(nproc)" --timeout 300 --output-on-failure ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
 
 echo
-echo "== summary"
-echo "GPU: $(cat "$out/gpu.txt")"
-echo "unit tests (CUDA equality included): $([ "$tests_rc" -eq 0 ] && echo passed || echo FAILED rc=$tests_rc)"
-grep -E "^(codec|pergroup|mask|device copy)" "$out/bench-cuda.txt"
-exit "$tests_rc"
+echo "== summary ($(head -n 2 "$out/machine.txt" | tail -n 1))"
+printf '%s\n' "${summary[@]}"

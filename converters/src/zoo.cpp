@@ -57,7 +57,8 @@ at::Tensor ZooModel::example_input(int64_t batch, int64_t size) const {
 
 at::Tensor ZooModel::example_labels(const at::Tensor& input) const {
   if (task_ == Task::kLanguageModel) return at::Tensor();
-  return at::randint(0, num_classes_, {input.size(0)}, at::kLong);
+  // Drawn on the CPU so a seed gives the same labels on every device.
+  return at::randint(0, num_classes_, {input.size(0)}, at::kLong).to(input.device());
 }
 
 at::Tensor ZooModel::loss(const at::Tensor& input, const at::Tensor& output, const at::Tensor& labels) const {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 
 #include "actkit/core/device.h"
@@ -162,7 +163,12 @@ c10::DataPtr allocate_host(size_t bytes) {
 namespace {
 int cuda_index(at::Device device) {
   if (!device.is_cuda()) throw InvalidInput(c10::str("device memory statistics: ", device, " is not a CUDA device"));
-  return device.has_index() ? device.index() : int(c10::cuda::current_device());
+  const int index = device.has_index() ? device.index() : int(c10::cuda::current_device());
+  // The caching allocator answers only after CUDA's lazy initialisation,
+  // which the first tensor on a CUDA device triggers.
+  static std::once_flag initialized;
+  std::call_once(initialized, [index] { at::empty({1}, at::TensorOptions().device(at::kCUDA, index)); });
+  return index;
 }
 }  // namespace
 

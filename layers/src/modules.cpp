@@ -1,6 +1,9 @@
 #include "actkit/layers/modules.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
+
+#include <variant>
 
 #include "autograd_common.h"
 
@@ -8,6 +11,17 @@ namespace actkit {
 namespace {
 
 using detail::as_optional;
+
+// The alternative T of a module option's variant, or nullptr. LibTorch 2.1
+// made c10::variant std::variant; 1.13 has its own.
+template <typename T, typename Variant>
+const T* alternative(const Variant& v) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  return std::get_if<T>(&v);
+#else
+  return c10::get_if<T>(&v);
+#endif
+}
 
 template <size_t D>
 std::vector<int64_t> vec(const torch::ExpandingArray<D>& a) {
@@ -21,8 +35,8 @@ std::vector<int64_t> vec(const torch::ExpandingArray<D>& a) {
 template <size_t D, typename Inner>
 bool QConvImpl<D, Inner>::supported() const {
   const auto& o = this->inner_->options;
-  return c10::get_if<torch::enumtype::kZeros>(&o.padding_mode()) != nullptr &&
-         c10::get_if<torch::ExpandingArray<D>>(&o.padding()) != nullptr;
+  return alternative<torch::enumtype::kZeros>(o.padding_mode()) != nullptr &&
+         alternative<torch::ExpandingArray<D>>(o.padding()) != nullptr;
 }
 
 template <size_t D, typename Inner>
@@ -31,7 +45,7 @@ at::Tensor QConvImpl<D, Inner>::forward(const at::Tensor& x) {
   const auto& o = this->inner_->options;
   ConvParams p;
   p.stride = vec<D>(o.stride());
-  p.padding = vec<D>(*c10::get_if<torch::ExpandingArray<D>>(&o.padding()));
+  p.padding = vec<D>(*alternative<torch::ExpandingArray<D>>(o.padding()));
   p.dilation = vec<D>(o.dilation());
   p.output_padding.assign(D, 0);
   p.groups = o.groups();
@@ -41,8 +55,8 @@ at::Tensor QConvImpl<D, Inner>::forward(const at::Tensor& x) {
 template <size_t D, typename Inner>
 bool QConvTransposeImpl<D, Inner>::supported() const {
   const auto& o = this->inner_->options;
-  return c10::get_if<torch::enumtype::kZeros>(&o.padding_mode()) != nullptr &&
-         c10::get_if<torch::ExpandingArray<D>>(&o.padding()) != nullptr;
+  return alternative<torch::enumtype::kZeros>(o.padding_mode()) != nullptr &&
+         alternative<torch::ExpandingArray<D>>(o.padding()) != nullptr;
 }
 
 template <size_t D, typename Inner>
@@ -55,7 +69,7 @@ at::Tensor QConvTransposeImpl<D, Inner>::forward(const at::Tensor& x,
   const auto& o = this->inner_->options;
   ConvParams p;
   p.stride = vec<D>(o.stride());
-  p.padding = vec<D>(*c10::get_if<torch::ExpandingArray<D>>(&o.padding()));
+  p.padding = vec<D>(*alternative<torch::ExpandingArray<D>>(o.padding()));
   p.dilation = vec<D>(o.dilation());
   p.transposed = true;
   p.output_padding = vec<D>(o.output_padding());
