@@ -9,6 +9,7 @@
 
 #include "actkit/allocator/block_allocator.h"
 #include "actkit/allocator/budget_allocator.h"
+#include "actkit/allocator/cuda_allocator.h"
 #include "actkit/allocator/scoped_cpu_allocator.h"
 #include "actkit/converters/convert.h"
 #include "actkit/core/device.h"
@@ -50,6 +51,7 @@ BatchProbe probe(const MaxBatchConfig& c, const std::string& level, bool defrag,
     }
     const BlockStats s = alloc->stats();
     p.peak_reserved = s.peak_reserved;
+    p.peak_allocated = s.peak_allocated;
     // After an out-of-memory error inside backward, LibTorch's autograd
     // engine keeps the failed graph's pending gradients until the thread's
     // next backward. They stay charged to this probe's allocator (kept alive
@@ -62,7 +64,9 @@ BatchProbe probe(const MaxBatchConfig& c, const std::string& level, bool defrag,
     release_device_cache(device);
     reset_device_peaks(device);
     p.fits = train_steps(c, level, batch, device, &p.step_seconds);
-    p.peak_reserved = device_memory_stats(device).peak_reserved_bytes;
+    const DeviceMemoryStats s = device_memory_stats(device);
+    p.peak_reserved = s.peak_reserved_bytes;
+    p.peak_allocated = s.peak_allocated_bytes;
     release_device_cache(device);
   }
   return p;
@@ -81,6 +85,14 @@ std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
   make_block_allocator(c.caching_policy);  // a bad max_split: fail now
   std::vector<LevelConfig> configs;
   for (const auto& level : c.levels) configs.push_back(parse_level(level));  // fail before any work
+  const bool cuda = at::Device(c.device).is_cuda();
+  for (size_t i = 0; cuda && i < configs.size(); ++i) {
+    if (configs[i].defrag_allocator != cuda_defrag_allocator_installed()) {
+      throw InvalidInput(c10::str("maxbatch: level ", c.levels[i], configs[i].defrag_allocator ? " needs" : " must not run under",
+                                  " the CUDA defrag allocator, and on CUDA one allocator serves the whole process: run "
+                                  "the levels with the defrag switch (L5) in an invocation of their own"));
+    }
+  }
   make_model(c.model, c.options);                                          // unknown model: fail now
 
   std::vector<MaxBatchResult> results;
@@ -89,7 +101,8 @@ std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
     const bool defrag = configs[i].defrag_allocator && at::Device(c.device).is_cpu();
     MaxBatchResult r;
     r.level = level;
-    r.allocator = at::Device(c.device).is_cpu() ? (defrag ? "defrag" : c.caching_policy) : "device";
+    r.allocator = !cuda ? (defrag ? "defrag" : c.caching_policy)
+                        : configs[i].defrag_allocator ? "cuda defrag" : "cuda caching";
     auto try_batch = [&](int64_t batch) {
       const BatchProbe p = probe(c, level, defrag, batch);
       r.probes.push_back(p);

@@ -34,7 +34,8 @@ struct BatchProbe {
   int64_t batch = 0;
   bool fits = false;
   double step_seconds = 0;    // of the last step, when it fits
-  int64_t peak_reserved = 0;  // bytes the allocator held at most
+  int64_t peak_reserved = 0;   // bytes the allocator held at most
+  int64_t peak_allocated = 0;  // bytes live tensors held at most
   int64_t left_behind = 0;    // bytes still held by LibTorch after a failed probe (CPU)
 };
 
@@ -50,8 +51,11 @@ struct MaxBatchResult {
 // backward, SGD with momentum) runs out of memory, then binary-searches the
 // boundary (to within 1/64 of it). Every probe builds the model afresh under
 // a fresh allocator (caching policy; defrag for levels with defrag=true), so
-// an out-of-memory probe cannot affect the next one. Throws InvalidInput for
-// a bad model/level/budget, Error if a successful probe leaks memory.
+// an out-of-memory probe cannot affect the next one. On CUDA the process's
+// CUDA allocator serves every level: levels with defrag=true need
+// install_cuda_defrag_allocator() to have run, the others need it not to.
+// Throws InvalidInput for a bad model/level/budget or such a mismatch, Error
+// if a successful probe leaks memory.
 std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& config,
                                          const std::function<void(const std::string&, const BatchProbe&)>& on_probe);
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actkit/allocator/block_allocator.h"
+#include "actkit/allocator/cuda_allocator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
 #include "cli_util.h"
@@ -55,6 +56,11 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
   }
 }
 
+// 1 - peak allocated / peak reserved of one probe.
+double fragmentation(const bench::BatchProbe& p) {
+  return p.peak_reserved > 0 ? 1.0 - double(p.peak_allocated) / double(p.peak_reserved) : 0.0;
+}
+
 void run(const MaxBatchArgs& a) {
   bench::MaxBatchConfig c;
   c.model = a.model;
@@ -77,12 +83,23 @@ void run(const MaxBatchArgs& a) {
     make_block_allocator(c.caching_policy);  // a bad size fails before any output
   }
 
+  if (!cpu) {
+    // One CUDA allocator serves the process: L5 installs the defrag one
+    // before anything touches the device, so its levels run on their own.
+    size_t defrag = 0;
+    for (const auto& level : c.levels) defrag += parse_level(level).defrag_allocator ? 1 : 0;
+    if (defrag != 0 && defrag != c.levels.size()) {
+      throw InvalidInput("maxbatch: on CUDA, levels with the defrag switch (L5) replace the process's CUDA allocator; "
+                         "run them in an invocation of their own, e.g. --levels L5");
+    }
+    if (defrag != 0) install_cuda_defrag_allocator();
+  }
   const std::string where = cpu ? fmt::format("CPU, {} budget", mib(c.budget)) : a.device;
   fmt::print("{} {} {}: largest training batch per level ({})\n", a.model, tokens ? "sequence" : "image", c.length, where);
   const auto results = bench::run_maxbatch(c, [](const std::string& level, const bench::BatchProbe& p) {
     if (p.fits) {
-      fmt::print("  {:<4} batch {:>6}  fits   {:>8.1f} samples/s  peak {}\n", level, p.batch,
-                 double(p.batch) / p.step_seconds, mib(p.peak_reserved));
+      fmt::print("  {:<4} batch {:>6}  fits   {:>8.1f} samples/s  peak {} ({:.1f}% fragmentation)\n", level, p.batch,
+                 double(p.batch) / p.step_seconds, mib(p.peak_reserved), 100.0 * fragmentation(p));
     } else {
       fmt::print("  {:<4} batch {:>6}  out of memory\n", level, p.batch);
     }
@@ -99,7 +116,8 @@ void run(const MaxBatchArgs& a) {
       probes.push_back({{"batch", p.batch},
                         {"fits", p.fits},
                         {"throughput", p.fits ? double(p.batch) / p.step_seconds : 0.0},
-                        {"peak_reserved_bytes", p.peak_reserved}});
+                        {"peak_reserved_bytes", p.peak_reserved},
+                        {"peak_allocated_bytes", p.peak_allocated}});
     }
     levels.push_back({{"level", r.level},
                       {"max_batch", r.max_batch},

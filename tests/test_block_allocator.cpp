@@ -71,6 +71,48 @@ INSTANTIATE_TEST_SUITE_P(Policies, PolicyTest,
                            return n;
                          });
 
+// A backing with less memory than the policy's limit (a GPU other
+// processes share): it refuses a commit past `capacity` bytes.
+class ScarceBacking final : public MemoryBacking {
+ public:
+  explicit ScarceBacking(int64_t capacity) : capacity_(capacity) {}
+  void commit(uint64_t, uint64_t bytes) override {
+    if (committed_ + int64_t(bytes) > capacity_) throw OutOfMemory("scarce backing: out of memory");
+    committed_ += int64_t(bytes);
+  }
+  void decommit(uint64_t, uint64_t bytes) override { committed_ -= int64_t(bytes); }
+  int64_t committed() const { return committed_; }
+
+ private:
+  int64_t capacity_;
+  int64_t committed_ = 0;
+};
+
+// A refused commit costs nothing: the allocation fails with OutOfMemory,
+// cached memory is given back before that, and the state stays exact.
+TEST_P(PolicyTest, BackingThatRunsOutBelowTheLimitLeavesTheStateIntact) {
+  ScarceBacking backing(48 * kMiB);
+  auto a = GetParam() == "defrag-retain" ? make_defrag_allocator(-1, &backing, 0, /*retain_freed=*/true)
+                                         : make_block_allocator(GetParam(), -1, &backing);
+  const uint64_t first = a->allocate(30 * kMiB);
+  const uint64_t pin = a->allocate(kMiB);  // the next block cannot start where the first was
+  EXPECT_THROW(a->allocate(30 * kMiB), OutOfMemory);
+  a->check_invariants();
+  EXPECT_EQ(a->stats().reserved, backing.committed());
+  EXPECT_EQ(a->stats().out_of_memory, 1);
+  a->free(first);
+  // What the policy caches of the first block goes back to the backing so
+  // that this one fits.
+  const uint64_t second = a->allocate(40 * kMiB);
+  a->check_invariants();
+  EXPECT_EQ(a->stats().reserved, backing.committed());
+  EXPECT_LE(backing.committed(), 48 * kMiB);
+  a->free(second);
+  a->free(pin);
+  a->release_cached();
+  EXPECT_EQ(backing.committed(), 0);
+}
+
 TEST(CachingPolicy, ReservesSegmentsLikePyTorch) {
   auto a = make_caching_allocator();
   const uint64_t small = a->allocate(1000);

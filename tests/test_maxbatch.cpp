@@ -25,6 +25,7 @@ TEST(MaxBatch, FindsTheBoundaryAndCompressionRaisesIt) {
       // Every batch up to the answer fitted and every larger one did not.
       EXPECT_EQ(p.fits, p.batch <= r.max_batch) << r.level << " batch " << p.batch;
       if (p.fits) EXPECT_LE(p.peak_reserved, c.budget);
+      if (p.fits) EXPECT_LE(p.peak_allocated, p.peak_reserved);
     }
   }
   EXPECT_GT(results[1].max_batch, results[0].max_batch);
@@ -39,6 +40,12 @@ TEST(MaxBatch, BadConfigurationsAreClearErrors) {
   EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
   c = {};
   c.model = "resnet19";
+  EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
+  // On CUDA the defrag levels need the CUDA defrag allocator, which this
+  // process never installs: refused before any work, whatever the build.
+  c = {};
+  c.device = "cuda";
+  c.levels = {"L5"};
   EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
 }
 

@@ -165,7 +165,17 @@ class CachingBlockAllocator final : public BlockAllocator {
     }
     const auto at = segments_space_.take(segment, kGranule);
     if (!at) refuse(requested);
-    reserve(*at, segment);
+    try {
+      reserve(*at, segment);
+    } catch (const OutOfMemory&) {  // the backing ran out below the limit
+      release_cached();
+      try {
+        reserve(*at, segment);
+      } catch (const OutOfMemory&) {
+        segments_space_.release(*at, segment);
+        refuse(requested);
+      }
+    }
     return new Block{*at, segment, 0, small, true, nullptr, nullptr};
   }
 

@@ -198,11 +198,39 @@ class DefragBlockAllocator final : public BlockAllocator {
         refuse(requested);
       }
     }
+    // The backing may refuse although the limit allows (a GPU shared with
+    // other processes): retained granules go back to it, then one retry.
+    if (!reserve_fresh(first, last)) {
+      release_cached();
+      if (!reserve_fresh(first, last)) {
+        arena_.release(*at, size);
+        refuse(requested);
+      }
+    }
     // Granules kept from earlier frees are reused as they are (no page faults).
-    for_granule_runs(first, last,
-                     [&](uint64_t g) { return users_[g]++ == 0 && retained_.erase(g) == 0; },
-                     [&](uint64_t off, uint64_t len) { reserve(off, len); });
+    for (uint64_t g = first; g <= last; ++g) {
+      if (users_[g]++ == 0) retained_.erase(g);
+    }
     return *at;
+  }
+
+  // Reserves the runs of granules in first..last that are neither used nor
+  // retained. Nothing is counted as used yet, so when the backing throws
+  // OutOfMemory the runs reserved so far are unreserved and the state is as
+  // before: returns false.
+  bool reserve_fresh(uint64_t first, uint64_t last) {
+    std::vector<std::pair<uint64_t, uint64_t>> done;
+    try {
+      for_granule_runs(first, last, [&](uint64_t g) { return users_[g] == 0 && !retained_.count(g); },
+                       [&](uint64_t off, uint64_t len) {
+                         reserve(off, len);
+                         done.emplace_back(off, len);
+                       });
+    } catch (const OutOfMemory&) {
+      for (const auto& [off, len] : done) unreserve(off, len);
+      return false;
+    }
+    return true;
   }
 
   void give(uint64_t address, uint64_t size) {

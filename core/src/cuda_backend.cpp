@@ -4,6 +4,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -159,6 +160,12 @@ c10::DataPtr allocate_host(size_t bytes) {
   return {p, p, &std::free, c10::Device(c10::DeviceType::CPU)};
 }
 
+namespace {
+std::atomic<const DeviceMemoryHooks*> g_hooks{nullptr};
+}  // namespace
+
+void set_device_memory_hooks(const DeviceMemoryHooks* hooks) { g_hooks.store(hooks); }
+
 #if defined(ACTKIT_WITH_CUDA)
 namespace {
 int cuda_index(at::Device device) {
@@ -173,7 +180,9 @@ int cuda_index(at::Device device) {
 }  // namespace
 
 DeviceMemoryStats device_memory_stats(at::Device device) {
-  const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_index(device));
+  const int index = cuda_index(device);
+  if (const DeviceMemoryHooks* hooks = g_hooks.load()) return hooks->stats(index);
+  const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
   const size_t all = 0;  // StatType::AGGREGATE, first in every LibTorch version
   DeviceMemoryStats out;
   out.allocated_bytes = s.allocated_bytes[all].current;
@@ -183,10 +192,15 @@ DeviceMemoryStats device_memory_stats(at::Device device) {
   return out;
 }
 
-void reset_device_peaks(at::Device device) { c10::cuda::CUDACachingAllocator::resetPeakStats(cuda_index(device)); }
+void reset_device_peaks(at::Device device) {
+  const int index = cuda_index(device);
+  if (const DeviceMemoryHooks* hooks = g_hooks.load()) return hooks->reset_peaks(index);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+}
 
 void release_device_cache(at::Device device) {
-  cuda_index(device);  // validates
+  const int index = cuda_index(device);
+  if (const DeviceMemoryHooks* hooks = g_hooks.load()) return hooks->release_cache(index);
   c10::cuda::CUDACachingAllocator::emptyCache();
 }
 #else

@@ -47,7 +47,12 @@ struct BlockStats {
 class MemoryBacking {
  public:
   virtual ~MemoryBacking() = default;
+  // Makes [offset, offset + bytes) usable. Throws OutOfMemory, having
+  // committed nothing, when the memory behind it is exhausted (a device
+  // shared with other processes): the policy then gives back what it caches
+  // and retries once before refusing the allocation, its state unchanged.
   virtual void commit(uint64_t offset, uint64_t bytes) = 0;
+  // Gives a committed range back. Must not throw.
   virtual void decommit(uint64_t offset, uint64_t bytes) = 0;
 };
 

@@ -21,13 +21,24 @@ void synchronize(at::Device device);
 // device copies run at full speed. Throws std::bad_alloc.
 c10::DataPtr allocate_host(size_t bytes);
 
-// Device memory as LibTorch's CUDA caching allocator sees it.
+// Device memory as LibTorch's CUDA allocator sees it.
 struct DeviceMemoryStats {
   int64_t allocated_bytes = 0;       // held by live tensors now
   int64_t peak_allocated_bytes = 0;  // since the last reset
   int64_t reserved_bytes = 0;        // held from the driver (allocated + cached)
   int64_t peak_reserved_bytes = 0;
 };
+
+// Where the calls below get their answers when an allocator other than
+// LibTorch's caching allocator serves CUDA (install_cuda_defrag_allocator()
+// registers its own); null restores the caching allocator's. The object must
+// outlive its use.
+struct DeviceMemoryHooks {
+  DeviceMemoryStats (*stats)(int device);
+  void (*reset_peaks)(int device);
+  void (*release_cache)(int device);
+};
+void set_device_memory_hooks(const DeviceMemoryHooks* hooks);
 
 // Statistics of a CUDA device. Throws InvalidInput for a CPU device or a
 // CUDA-less build.
