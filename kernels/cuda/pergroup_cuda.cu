@@ -1,6 +1,9 @@
-// CUDA per-group quantization: one thread block per group. The scalar math
-// comes from pergroup_math.h, shared with the CPU kernels, so both produce
-// the same codes and metadata for one seed.
+// CUDA per-group quantization: one warp per group, eight warps per block.
+// A group is a few hundred values (256 by default), so a warp reduces its
+// min and max with shuffles alone -- no shared memory, no block barriers --
+// and every lane quantizes eight consecutive values into `bits` whole bytes
+// of the stream. The scalar math comes from pergroup_math.h, shared with the
+// CPU kernels, so both produce the same codes and metadata for one seed.
 #include <cuda_runtime.h>
 
 
@@ -11,8 +14,10 @@ namespace actkit::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
+constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kCodesPerLane = 8;  // eight codes of b bits are b whole bytes
 constexpr int64_t kMaxBlocks = 1ll << 30;
+constexpr unsigned kFullMask = 0xffffffffu;
 
 struct Bf16In {
   uint16_t bits;
@@ -51,40 +56,23 @@ __device__ __forceinline__ GroupPos locate(const PerGroupLayout& L, int64_t g) {
   return p;
 }
 
-// Reduces (min, max, any-bad) over the block; every thread gets the result.
-__device__ void block_minmax(float& mn, float& mx, int& bad) {
-  __shared__ float s_min[kWarps];
-  __shared__ float s_max[kWarps];
-  __shared__ int s_bad[kWarps];
+// Reduces (min, max, any-bad) over the warp; every lane gets the result.
+__device__ __forceinline__ void warp_minmax(float& mn, float& mx, int& bad) {
   for (int off = 16; off > 0; off >>= 1) {
-    mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, off));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    bad |= __shfl_xor_sync(0xffffffffu, bad, off);
+    mn = fminf(mn, __shfl_xor_sync(kFullMask, mn, off));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, off));
+    bad |= __shfl_xor_sync(kFullMask, bad, off);
   }
-  const int warp = threadIdx.x / 32;
-  if ((threadIdx.x & 31) == 0) {
-    s_min[warp] = mn;
-    s_max[warp] = mx;
-    s_bad[warp] = bad;
-  }
-  __syncthreads();
-  mn = s_min[0];
-  mx = s_max[0];
-  bad = s_bad[0];
-  for (int w = 1; w < kWarps; ++w) {
-    mn = fminf(mn, s_min[w]);
-    mx = fmaxf(mx, s_max[w]);
-    bad |= s_bad[w];
-  }
-  __syncthreads();  // s_* may be reused by the next group
 }
 
 __device__ __forceinline__ void record_status(int32_t* status, EncodeStatus s) {
   atomicCAS(status, int32_t(EncodeStatus::kOk), int32_t(s));
 }
 
-// ORs the bits of output byte `byte` into the stream; bytes the group shares
-// with a neighbour go through a 32-bit atomic on the containing word.
+// ORs the bits of output byte `byte` into the stream; a byte that another
+// writer also has bits in (a neighbouring group's, or a neighbouring lane's
+// when the group does not start on a byte) goes through a 32-bit atomic on
+// the containing word.
 __device__ __forceinline__ void write_stream_byte(uint8_t* out, int64_t byte, uint32_t v, bool shared) {
   if (shared) {
     if (v == 0) return;
@@ -95,84 +83,75 @@ __device__ __forceinline__ void write_stream_byte(uint8_t* out, int64_t byte, ui
   }
 }
 
-// Assembles output byte `byte` from the codes in shared memory; codes[k]
-// starts at stream bit bit_pos + k*bits.
-__device__ __forceinline__ uint32_t gather_byte(const uint8_t* codes, int64_t len, int bits, int64_t bit_pos,
-                                                int64_t byte) {
-  const int64_t lo = max(byte * 8, bit_pos);
-  const int64_t hi = min(byte * 8 + 8, bit_pos + len * bits);
-  uint32_t v = 0;
-  for (int64_t k = (lo - bit_pos) / bits; bit_pos + k * bits < hi; ++k) {
-    const int64_t shift = bit_pos + k * bits - byte * 8;
-    const uint32_t c = codes[k];
-    v |= shift >= 0 ? (c << shift) : (c >> -shift);
+// Writes the low `nbits` (<= 64) bits of `v` to stream bits
+// [bit, bit + nbits), LSB first. Only the first and last byte can hold bits
+// of another writer.
+__device__ __forceinline__ void write_bits(uint8_t* out, int64_t bit, uint64_t v, int nbits) {
+  const int shift = int(bit & 7);
+  const uint64_t lo = v << shift;
+  const uint64_t hi = shift != 0 ? v >> (64 - shift) : 0;  // bits pushed past 64 by the shift
+  const int64_t first = bit >> 3;
+  const int64_t end_bit = bit + nbits;
+  const int bytes = int(((end_bit + 7) >> 3) - first);
+  for (int i = 0; i < bytes; ++i) {
+    const uint32_t byte = uint32_t((i < 8 ? lo >> (8 * i) : hi >> (8 * (i - 8))) & 0xffu);
+    const bool shared = (i == 0 && shift != 0) || (i == bytes - 1 && (end_bit & 7) != 0);
+    write_stream_byte(out, first + i, byte, shared);
   }
-  return v & 0xffu;
 }
 
 template <typename In>
 __global__ void __launch_bounds__(kThreads) encode_kernel(PerGroupEncodeArgs a, int32_t* status) {
-  __shared__ uint8_t codes[kMaxGroupSize];
-  __shared__ GroupMeta s_meta;
-  __shared__ bool s_problem;
   const PerGroupLayout& L = a.layout;
   const In* input = static_cast<const In*>(a.input);
   const int64_t ng = L.num_groups();
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
 
-  for (int64_t g = blockIdx.x; g < ng; g += gridDim.x) {
+  for (int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; g < ng; g += warps) {
     const GroupPos p = locate(L, g);
     const In* x = input + p.elem;
 
     float mn = __int_as_float(0x7f800000);  // +inf
     float mx = -mn;
     int bad = 0;
-    for (int64_t j = threadIdx.x; j < p.len; j += kThreads) {
+    for (int64_t j = lane; j < p.len; j += 32) {  // coalesced
       const float v = load_value(x, j);
       bad |= !isfinite(v);
       mn = fminf(mn, v);
       mx = fmaxf(mx, v);
     }
-    block_minmax(mn, mx, bad);
-    if (threadIdx.x == 0) {
-      GroupMeta gm;
-      EncodeStatus problem = EncodeStatus::kOk;
-      if (bad) {
-        problem = EncodeStatus::kNonFinite;
-      } else if (!make_group_meta(mn, mx, p.bits, a.meta_format, &gm)) {
-        problem = EncodeStatus::kMetaOverflow;
-      }
-      if (problem != EncodeStatus::kOk) {
-        if (!a.propagate_nonfinite) record_status(status, problem);
-        gm.zero_bits = gm.range_bits = meta_nan(a.meta_format);
-      }
+    warp_minmax(mn, mx, bad);
+    // Every lane derives the same metadata from the same min and max.
+    GroupMeta gm;
+    EncodeStatus problem = EncodeStatus::kOk;
+    if (bad) {
+      problem = EncodeStatus::kNonFinite;
+    } else if (!make_group_meta(mn, mx, p.bits, a.meta_format, &gm)) {
+      problem = EncodeStatus::kMetaOverflow;
+    }
+    if (problem != EncodeStatus::kOk) gm.zero_bits = gm.range_bits = meta_nan(a.meta_format);
+    if (lane == 0) {
+      if (problem != EncodeStatus::kOk && !a.propagate_nonfinite) record_status(status, problem);
       a.meta[2 * g] = gm.zero_bits;
       a.meta[2 * g + 1] = gm.range_bits;
-      s_problem = problem != EncodeStatus::kOk;
-      s_meta = gm;
     }
-    __syncthreads();
-    if (s_problem) {
-      __syncthreads();
-      continue;  // uniform across the block; the group's codes stay zero
-    }
+    if (problem != EncodeStatus::kOk) continue;  // uniform across the warp; the group's codes stay zero
 
     const float top = float(max_code(p.bits));
-    const float zero = s_meta.zero;
-    const float scale = s_meta.scale;
-    for (int64_t j = threadIdx.x; j < p.len; j += kThreads) {
-      const float u = counter_uniform(a.key, uint64_t(p.elem + j));
-      codes[j] = quantize_value(load_value(x, j), zero, scale, u, top);
+    // Lane l packs codes [c + 8l, c + 8l + 8) of each stretch of 256.
+    for (int64_t k = int64_t(lane) * kCodesPerLane; k < p.len; k += 32 * kCodesPerLane) {
+      const int n = int(min(int64_t(kCodesPerLane), p.len - k));
+      uint64_t packed = 0;
+#pragma unroll
+      for (int i = 0; i < kCodesPerLane; ++i) {
+        if (i < n) {
+          const float u = counter_uniform(a.key, uint64_t(p.elem + k + i));
+          packed |= uint64_t(quantize_value(load_value(x, k + i), gm.zero, gm.scale, u, top)) << (i * p.bits);
+        }
+      }
+      write_bits(a.codes, p.bit_pos + k * p.bits, packed, n * p.bits);
     }
-    __syncthreads();
-
-    const int64_t bit_end = p.bit_pos + p.len * p.bits;
-    const int64_t first = p.bit_pos >> 3;
-    const int64_t last = (bit_end + 7) >> 3;  // exclusive
-    for (int64_t b = first + threadIdx.x; b < last; b += kThreads) {
-      const bool shared = (b * 8 < p.bit_pos) || (b * 8 + 8 > bit_end);
-      write_stream_byte(a.codes, b, gather_byte(codes, p.len, p.bits, p.bit_pos, b), shared);
-    }
-    __syncthreads();  // codes[] and s_meta are reused by the next group
   }
 }
 
@@ -181,12 +160,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(PerGroupDecodeArgs a) 
   const PerGroupLayout& L = a.layout;
   Out* output = static_cast<Out*>(a.output);
   const int64_t ng = L.num_groups();
-  for (int64_t g = blockIdx.x; g < ng; g += gridDim.x) {
+  const int lane = int(threadIdx.x & 31);
+  const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
+  for (int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; g < ng; g += warps) {
     const GroupPos p = locate(L, g);
     const float zero = meta_to_float(a.meta[2 * g], a.meta_format);
     const float step = dequant_step(a.meta[2 * g + 1], p.bits, a.meta_format);
     const uint32_t mask = max_code(p.bits);
-    for (int64_t j = threadIdx.x; j < p.len; j += kThreads) {
+    for (int64_t j = lane; j < p.len; j += 32) {  // coalesced stores; lanes share code bytes
       const int64_t bit = p.bit_pos + j * p.bits;
       const int shift = int(bit & 7);
       uint32_t v = uint32_t(a.codes[bit >> 3]) >> shift;
@@ -196,7 +177,11 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(PerGroupDecodeArgs a) 
   }
 }
 
-unsigned grid_for(int64_t groups) { return unsigned(groups < kMaxBlocks ? groups : kMaxBlocks); }
+// Blocks for one warp per group.
+unsigned grid_for(int64_t groups) {
+  const int64_t blocks = (groups + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  return unsigned(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
 
 }  // namespace
 
