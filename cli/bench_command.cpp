@@ -8,6 +8,7 @@
 #include "actkit/core/errors.h"
 #include "alloc_bench.h"
 #include "codec_bench.h"
+#include "host_transfer_bench.h"
 #include "swap_bench.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -153,6 +154,43 @@ void run_alloc(const AllocArgs& a) {
   }
 }
 
+struct HostArgs {
+  bench::HostTransferConfig config;
+  std::string json_path;
+};
+
+nlohmann::json to_json(const bench::Direction& d) {
+  return {{"to_host_gbps", d.to_host_gbps}, {"to_device_gbps", d.to_device_gbps}};
+}
+
+void run_host(const HostArgs& a) {
+  const bench::HostTransferReport r = bench::run_host_transfer_bench(a.config);
+  fmt::print("device <-> host transfers on {} ({} per direction, {} chunks; host tier memory page-locked: {})\n\n",
+             r.device, mib(int64_t(a.config.bytes)), mib(int64_t(a.config.chunk)), r.pinned ? "yes" : "no");
+  fmt::print("{:<30} {:>14} {:>16}\n", "path", "to host GB/s", "to device GB/s");
+  const auto row = [](const std::string& name, const bench::Direction& d) {
+    fmt::print("{:<30} {:>14.2f} {:>16.2f}\n", name, d.to_host_gbps, d.to_device_gbps);
+  };
+  row("host tier memory, one copy", r.pinned_whole);
+  row("host tier memory, chunks", r.pinned_chunks);
+  row("pageable memory, chunks", r.pageable_chunks);
+  row("L4 swapper (stash / load)", r.swapper);
+  fmt::print("\nL4 swapper vs chunk copies into host tier memory: {:.2f}x out, {:.2f}x in\n",
+             r.swapper.to_host_gbps / r.pinned_chunks.to_host_gbps,
+             r.swapper.to_device_gbps / r.pinned_chunks.to_device_gbps);
+  if (!a.json_path.empty()) {
+    write_json(a.json_path, {{"device", r.device},
+                             {"pinned", r.pinned},
+                             {"bytes", a.config.bytes},
+                             {"chunk", a.config.chunk},
+                             {"chunks", r.chunks},
+                             {"pinned_whole", to_json(r.pinned_whole)},
+                             {"pinned_chunks", to_json(r.pinned_chunks)},
+                             {"pageable_chunks", to_json(r.pageable_chunks)},
+                             {"swapper", to_json(r.swapper)}});
+  }
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app) {
@@ -194,6 +232,19 @@ void add_bench_commands(CLI::App& app) {
   sw->add_option("--engine", swap->config.engine, "auto, uring or threads")->capture_default_str();
   sw->add_option("--json", swap->json_path, "Also write the results as JSON to this file");
   sw->callback([swap] { run_swap(*swap); });
+
+  auto host = std::make_shared<HostArgs>();
+  CLI::App* ho = bench->add_subcommand("host", "Device <-> host memory rates: page-locked, pageable, and the L4 swapper");
+  ho->add_option("--device", host->config.device, "cuda[:N] (cpu: the same paths host to host)")->capture_default_str();
+  ho->add_option("--size", host->config.bytes, "Bytes per direction (e.g. 1GiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  ho->add_option("--chunk", host->config.chunk, "Bytes per copy / per swapped payload")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  ho->add_option("--repeats", host->config.repeats, "Best of N")->check(CLI::Range(1, 100))->capture_default_str();
+  ho->add_option("--json", host->json_path, "Also write the results as JSON to this file");
+  ho->callback([host] { run_host(*host); });
 
   auto alloc = std::make_shared<AllocArgs>();
   CLI::App* al = bench->add_subcommand("alloc", "Fragmentation of the defrag allocator vs a caching baseline on traces");

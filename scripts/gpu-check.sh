@@ -10,11 +10,12 @@
 #                                     configures against the wheel's LibTorch,
 #                                     builds, then runs the steps named (all
 #                                     when none is): cuda-tests cuda-alloc
-#                                     codec memory maxbatch maxbatch-l5 swap
-#                                     tests (also: maxbatch152). Each step has its
-#                                     own time limit, so a slow or failing one
-#                                     cannot hide the others; a table of what
-#                                     passed comes last. Logs and JSON go to
+#                                     codec host memory maxbatch maxbatch-l5
+#                                     swap tests (also: maxbatch152). Each
+#                                     step has its own time limit, so a slow
+#                                     or failing one cannot hide the others;
+#                                     a table of what passed comes last.
+#                                     Logs and JSON go to
 #                                     build-gpu/out, and as one archive,
 #                                     gpu-check.tar.gz, to $OUT when set.
 #                                     GPU_CHECK_SECONDS (default 570) bounds
@@ -36,7 +37,7 @@ if [ "${1:-}" = "fetch" ]; then
 fi
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(cuda-tests cuda-alloc codec memory maxbatch maxbatch-l5 swap tests)
+[ ${#steps[@]} -eq 0 ] && steps=(cuda-tests cuda-alloc codec host memory maxbatch maxbatch-l5 swap tests)
 out="$root/build-gpu/out"
 rm -rf "$out" && mkdir -p "$out"
 deadline=${GPU_CHECK_SECONDS:-570}
@@ -141,6 +142,9 @@ for step in "${steps[@]}"; do
     maxbatch152)
       run maxbatch-r152 ${MAXBATCH152_SECONDS:-560} $bin/actkit maxbatch --model resnet152 --image-size 224 --device cuda \
         --levels "${MAXBATCH_LEVELS:-L0,L3,L4}" --steps "${MAXBATCH_STEPS:-2}" --json "$out/maxbatch-r152-cuda.json" ;;
+    host)
+      # Device <-> page-locked host memory, pageable memory and the L4 swapper.
+      run host 240 $bin/actkit bench host --device cuda --size 4GiB --chunk 4MiB --json "$out/host-cuda.json" ;;
     swap)
       run swap 300 $bin/actkit bench swap --dir "${SWAP_DIR:-/tmp}" --size 4GiB --repeats 3 --json "$out/swap.json" ;;
     tests)

@@ -1,5 +1,6 @@
 // The host tier (budget, LRU spill, failed spills) and L4 swapping, which
 // must train exactly like L3 whatever tier the activations sit in.
+#include <cstring>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -52,6 +53,40 @@ TEST(HostTier, SpillsLeastRecentlyUsedPastTheBudget) {
   s = tier.stats();
   EXPECT_EQ(s.host_bytes, 0);
   EXPECT_EQ(s.file_bytes, 0);
+}
+
+// The in-place variants: bytes written and read where the tier keeps them,
+// in memory, in a pending spill, in the file, and past the whole budget.
+TEST(HostTier, PutWithAndGetWithWorkInPlace) {
+  test::TempDir dir;
+  HostTierOptions o;
+  o.budget_bytes = 100000;
+  o.spill_dir = dir.path();
+  HostTier tier(o);
+  const auto fill_with = [](const std::vector<uint8_t>& d) {
+    return [&d](void* dest) { std::memcpy(dest, d.data(), d.size()); };
+  };
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < 8; ++i) data.push_back(test::store_payload("w" + std::to_string(i), 1, 30000));
+  data.push_back(test::store_payload("w8", 1, 250000));  // over the budget: through a buffer to the file
+  for (size_t i = 0; i < data.size(); ++i) tier.put_with("w" + std::to_string(i), data[i].size(), fill_with(data[i]));
+  EXPECT_FALSE(tier.resident("w0"));
+  EXPECT_TRUE(tier.resident("w7"));
+  for (size_t i = 0; i < data.size(); ++i) {
+    std::vector<uint8_t> seen;
+    const size_t n = tier.get_with("w" + std::to_string(i), [&](const void* src, size_t len) {
+      seen.assign(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + len);
+    });
+    EXPECT_EQ(n, data[i].size());
+    EXPECT_EQ(seen, data[i]) << i;
+  }
+  EXPECT_GT(tier.stats().file_reads, 0);
+  // A fill that fails leaves no entry; a use that fails passes its error on.
+  EXPECT_THROW(tier.put_with("bad", 100, [](void*) { throw IoError("device copy failed", 0); }), IoError);
+  EXPECT_FALSE(tier.contains("bad"));
+  EXPECT_THROW(tier.get_with("w7", [](const void*, size_t) { throw IoError("device copy failed", 0); }), IoError);
+  EXPECT_TRUE(tier.contains("w7"));
+  EXPECT_THROW(tier.get_with("nothing", [](const void*, size_t) {}), InvalidInput);
 }
 
 TEST(HostTier, AFailedSpillKeepsTheEntryInMemory) {

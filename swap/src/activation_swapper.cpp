@@ -46,6 +46,11 @@ struct ActivationSwapper::State {
 
 namespace {
 
+// A CPU byte tensor over memory the host tier owns.
+at::Tensor host_bytes(void* data, int64_t bytes) {
+  return at::from_blob(data, {bytes}, at::TensorOptions().dtype(at::kByte));
+}
+
 class SwappedEntry final : public SwappedPayload {
  public:
   SwappedEntry(std::shared_ptr<ActivationSwapper::State> state, uint64_t id, CompressedMeta meta, at::Device device,
@@ -60,10 +65,15 @@ class SwappedEntry final : public SwappedPayload {
 
   CompressedTensor load() override {
     const auto start = std::chrono::steady_clock::now();
-    // Comes back through LibTorch's allocator: it is device memory again.
-    at::Tensor payload = at::empty({bytes_}, at::TensorOptions().dtype(at::kByte));
-    state_->tier.get(ActivationSwapper::State::key(id_), payload.data_ptr(), size_t(bytes_));
-    if (!device_.is_cpu()) payload = payload.to(device_);
+    // Comes back through LibTorch's allocator: it is device memory again,
+    // copied straight from the tier's (page-locked) memory.
+    at::Tensor payload = at::empty({bytes_}, at::TensorOptions().dtype(at::kByte).device(device_));
+    state_->tier.get_with(ActivationSwapper::State::key(id_), [&](const void* src, size_t len) {
+      if (int64_t(len) != bytes_) {
+        throw FormatError(c10::str("swapped activation ", id_, ": ", len, " bytes came back for ", bytes_));
+      }
+      payload.copy_(host_bytes(const_cast<void*>(src), bytes_));
+    });
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     {
       std::lock_guard<std::mutex> lock(state_->mu);
@@ -99,14 +109,15 @@ ActivationSwapper::ActivationSwapper(const LevelConfig& config, IoEngineOptions 
 
 std::shared_ptr<SwappedPayload> ActivationSwapper::stash(const CompressedTensor& ct) {
   if (!ct.defined()) throw InvalidInput("stash of an undefined compressed tensor");
-  const at::Tensor host = ct.payload().device().is_cpu() ? ct.payload().contiguous() : ct.payload().cpu();
-  const int64_t bytes = host.numel();
+  const at::Tensor& payload = ct.payload();
+  const int64_t bytes = payload.numel();
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     id = state_->next_id++;
   }
-  state_->tier.put(State::key(id), host.data_ptr(), size_t(bytes));
+  // One copy, from the device straight into the tier's (page-locked) memory.
+  state_->tier.put_with(State::key(id), size_t(bytes), [&](void* dest) { host_bytes(dest, bytes).copy_(payload); });
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->live.emplace(id, false);

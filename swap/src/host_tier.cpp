@@ -93,10 +93,19 @@ void HostTier::make_room_locked(size_t len) {
 
 void HostTier::put(const std::string& key, const void* data, size_t len) {
   if (len > 0 && data == nullptr) throw InvalidInput(c10::str("host tier put of '", key, "': no data"));
+  put_with(key, len, [&](void* dest) {
+    if (len > 0) std::memcpy(dest, data, len);
+  });
+}
+
+void HostTier::put_with(const std::string& key, size_t len, const std::function<void(void*)>& fill) {
   std::lock_guard<std::mutex> lock(mu_);
   erase_locked(key);
   if (options_.budget_bytes >= 0 && int64_t(len) > options_.budget_bytes) {
-    store_locked().put(key, data, len);  // larger than the whole budget: straight to the file
+    // Larger than the whole budget: straight to the file, through a buffer.
+    c10::DataPtr staging = allocate_host(len);
+    fill(staging.get());
+    store_locked().put(key, staging.get(), len);
     in_file_[key] = len;
     stats_.file_bytes += int64_t(len);
     stats_.spilled_bytes += int64_t(len);
@@ -104,30 +113,55 @@ void HostTier::put(const std::string& key, const void* data, size_t len) {
   }
   make_room_locked(len);
   c10::DataPtr memory = allocate_host(len);
-  if (len > 0) std::memcpy(memory.get(), data, len);
+  fill(memory.get());
   insert_locked(key, std::move(memory), len);
   stats_.host_bytes += int64_t(len);
   stats_.peak_host_bytes = std::max(stats_.peak_host_bytes, stats_.host_bytes);
 }
 
-size_t HostTier::get(const std::string& key, void* into, size_t capacity) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto copy_out = [&](const void* src, size_t len) {
-    if (capacity < len) throw InvalidInput(c10::str("host tier get of '", key, "': buffer of ", capacity, " bytes for ", len));
-    if (len > 0) std::memcpy(into, src, len);
-    return len;
-  };
+template <typename InMemory, typename InFile>
+size_t HostTier::find_locked(const std::string& key, InMemory in_memory, InFile in_file) {
   if (auto it = host_.find(key); it != host_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
-    return copy_out(it->second.memory.get(), it->second.len);
+    return in_memory(it->second.memory.get(), it->second.len);
   }
   for (const Spill& s : spilling_) {
-    if (s.key == key) return copy_out(s.memory.get(), s.len);
+    if (s.key == key) return in_memory(s.memory.get(), s.len);
   }
   auto f = in_file_.find(key);
   if (f == in_file_.end()) throw InvalidInput(c10::str("host tier has no entry '", key, "'"));
   ++stats_.file_reads;
-  return store_->wait(store_->read(key, into, capacity));
+  return in_file(f->second);
+}
+
+size_t HostTier::get(const std::string& key, void* into, size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return find_locked(
+      key,
+      [&](const void* src, size_t len) {
+        if (capacity < len) {
+          throw InvalidInput(c10::str("host tier get of '", key, "': buffer of ", capacity, " bytes for ", len));
+        }
+        if (len > 0) std::memcpy(into, src, len);
+        return len;
+      },
+      [&](size_t) { return store_->wait(store_->read(key, into, capacity)); });
+}
+
+size_t HostTier::get_with(const std::string& key, const std::function<void(const void*, size_t)>& use) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return find_locked(
+      key,
+      [&](const void* src, size_t len) {
+        use(src, len);
+        return len;
+      },
+      [&](size_t len) {
+        c10::DataPtr staging = allocate_host(len);  // the tier's kind of memory: page-locked with CUDA
+        const size_t got = store_->wait(store_->read(key, staging.get(), len));
+        use(staging.get(), got);
+        return got;
+      });
 }
 
 void HostTier::prefetch(const std::vector<std::string>& keys) {

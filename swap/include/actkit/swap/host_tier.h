@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -51,10 +52,20 @@ class HostTier {
   // Throws IoError if a spill fails; the entry that failed to spill stays in
   // host memory.
   void put(const std::string& key, const void* data, size_t len);
+  // put() with the bytes written by `fill(dest)` straight into the entry's
+  // memory (a device-to-host copy into page-locked memory, say): no copy in
+  // between. `fill` runs under the tier's lock and must not call the tier;
+  // if it throws, `key` has no entry afterwards and the exception passes.
+  void put_with(const std::string& key, size_t len, const std::function<void(void*)>& fill);
   // Copies `key`'s bytes to into[0, capacity) and returns their count.
   // Throws InvalidInput for a missing key or a small buffer, IoError /
   // FormatError when the spill file cannot give them back.
   size_t get(const std::string& key, void* into, size_t capacity);
+  // Hands `key`'s bytes to `use(src, len)` where they lie (a spilled entry
+  // is first read into a buffer of the tier's kind of memory) and returns
+  // len; `use` runs under the tier's lock and must not call the tier. Throws
+  // as get() does, and whatever `use` throws.
+  size_t get_with(const std::string& key, const std::function<void(const void*, size_t)>& use);
   // Starts reading spilled `keys` from the file; resident keys are skipped.
   void prefetch(const std::vector<std::string>& keys);
   // Forgets `key` (missing keys are ignored).
@@ -78,6 +89,10 @@ class HostTier {
     size_t len = 0;
   };
 
+  // Calls in_memory(src, len) for an entry in host memory (or pending
+  // spill), in_file(len) for one in the spill file; returns what it returns.
+  template <typename InMemory, typename InFile>
+  size_t find_locked(const std::string& key, InMemory in_memory, InFile in_file);
   void make_room_locked(size_t len);
   void finish_oldest_spill_locked();
   RecordStore& store_locked();
