@@ -11,7 +11,8 @@
 #                                     builds, then runs the steps named (all
 #                                     when none is): cuda-tests cuda-alloc
 #                                     codec host memory maxbatch maxbatch-l5
-#                                     swap tests (also: maxbatch152). Each
+#                                     swap tests (also: maxbatch152,
+#                                     sanitize, pieces). Each
 #                                     step has its own time limit, so a slow
 #                                     or failing one cannot hide the others;
 #                                     a table of what passed comes last.
@@ -142,6 +143,15 @@ for step in "${steps[@]}"; do
     maxbatch152)
       run maxbatch-r152 ${MAXBATCH152_SECONDS:-560} $bin/actkit maxbatch --model resnet152 --image-size 224 --device cuda \
         --levels "${MAXBATCH_LEVELS:-L0,L3,L4}" --steps "${MAXBATCH_STEPS:-2}" --json "$out/maxbatch-r152-cuda.json" ;;
+    sanitize)
+      # Out-of-bounds or misaligned accesses in the CUDA kernels.
+      run sanitize 300 compute-sanitizer --tool memcheck --error-exitcode 1 $bin/actkit_tests --gtest_brief=1 \
+        --gtest_filter='CudaEquality.*' ;;
+    pieces)
+      # What working through the batch in pieces (chunk_bytes, sized for CPU
+      # caches by default) costs on the device, against whole-batch layers.
+      run pieces 400 $bin/actkit memory --model resnet50 --batch 64 --image-size 224 --device cuda \
+        --levels L0,L1,L1:chunk_bytes=0,L3,L3:chunk_bytes=0,L3:chunk_bytes=256M --json "$out/pieces-r50-cuda.json" ;;
     host)
       # Device <-> page-locked host memory, pageable memory and the L4 swapper.
       run host 240 $bin/actkit bench host --device cuda --size 4GiB --chunk 4MiB --json "$out/host-cuda.json" ;;

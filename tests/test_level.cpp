@@ -1,8 +1,11 @@
-// Level presets and per-switch overrides.
+// Level presets and per-switch overrides; the controller's per-layer budgets.
 #include <gtest/gtest.h>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/controller.h"
 #include "actkit/core/level.h"
+
+#include <ATen/ATen.h>
 
 using namespace actkit;
 
@@ -45,3 +48,33 @@ TEST(Level, BadSpecsAreClearErrors) {
   EXPECT_THROW(parse_level("L3:conv"), InvalidInput);
   EXPECT_THROW(parse_level("L3:swap=tape"), InvalidInput);
 }
+
+namespace actkit {
+namespace {
+
+// Mixed precision moves bits towards the layer whose output gradient is
+// larger (ActNN's per-layer allocation): gradients recorded in backward are
+// folded in at step(), in the order they came.
+TEST(ControllerBudgets, FollowTheRecordedGradients) {
+  Controller c(parse_level("L3"), 5);
+  const int loud = c.register_layer("loud", LayerKind::kLinear);
+  const int quiet = c.register_layer("quiet", LayerKind::kLinear);
+  at::manual_seed(0);
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    const at::Tensor x = at::randn({8, 512});
+    const SavedActivation a = c.save(loud, x);
+    const SavedActivation b = c.save(quiet, x * 1.0001);  // same ranges, not shared
+    c.record_gradient(quiet, at::full({8, 16}, 0.01));
+    c.record_gradient(loud, at::full({8, 16}, 10.0));
+    c.step();
+  }
+  EXPECT_GT(c.layer_bits(loud), c.layer_bits(quiet) + 0.5);
+  EXPECT_NEAR((c.layer_bits(loud) + c.layer_bits(quiet)) / 2, 2.0, 1e-9);
+  EXPECT_EQ(c.stats().iterations, 3);
+  // Without step() calls the recorded norms do not pile up (folded in early).
+  for (int i = 0; i < 10000; ++i) c.record_gradient(loud, at::ones({2, 2}));
+  EXPECT_THROW(c.record_gradient(99, at::ones({2, 2})), InvalidInput);
+}
+
+}  // namespace
+}  // namespace actkit

@@ -15,6 +15,8 @@ namespace {
 
 // Weight of the newest sample in the gradient-norm moving average.
 constexpr double kGradMomentum = 0.1;
+// Gradient norms kept for step() before they are read anyway.
+constexpr size_t kMaxPendingNorms = 4096;
 // Dead entries are swept from the sharing cache beyond this size.
 constexpr size_t kSharedSweep = 256;
 
@@ -214,21 +216,47 @@ void Controller::record_gradient(int layer, const at::Tensor& grad_output) {
   if (!config_.mixed_precision || !grad_output.defined() || grad_output.numel() == 0) return;
   const int64_t n = grad_output.dim() >= 2 ? grad_output.size(0) : 1;
   // A reduction kernel: no temporary the size of the gradient (pow(2) would
-  // allocate one at the widest layer, where backward's memory peaks).
-  const double norm =
-      at::linalg_vector_norm(grad_output.detach(), 2, c10::nullopt, false, at::kFloat).item<double>();
-  const double sq = norm * norm / double(n);
-  if (!std::isfinite(sq)) return;
+  // allocate one at the widest layer, where backward's memory peaks). The
+  // norm stays where it was computed until step(): reading it here would
+  // wait for the device once per layer of backward.
+  at::Tensor norm = at::linalg_vector_norm(grad_output.detach(), 2, c10::nullopt, false, at::kFloat);
   std::lock_guard<std::mutex> lock(mu_);
-  Layer& l = layer_at(layer);
-  l.grad_sq = l.has_grad ? (1 - kGradMomentum) * l.grad_sq + kGradMomentum * sq : sq;
-  l.has_grad = true;
+  layer_at(layer);  // validates
+  pending_norms_.push_back({layer, n, std::move(norm)});
+  // Without step() calls (evaluation, a memory probe) they must not pile up.
+  if (pending_norms_.size() >= kMaxPendingNorms) apply_pending_norms_locked();
+}
+
+void Controller::apply_pending_norms_locked() {
+  if (pending_norms_.empty()) return;
+  std::vector<at::Tensor> norms;
+  norms.reserve(pending_norms_.size());
+  bool one_device = true;
+  for (const PendingNorm& p : pending_norms_) {
+    norms.push_back(p.norm);
+    one_device = one_device && p.norm.device() == pending_norms_.front().norm.device();
+  }
+  if (!one_device) {
+    for (at::Tensor& t : norms) t = t.cpu();
+  }
+  // One copy, so one wait for the device, per iteration.
+  const at::Tensor host = at::stack(norms).to(at::kCPU, at::kDouble).contiguous();
+  const double* values = host.data_ptr<double>();
+  for (size_t i = 0; i < pending_norms_.size(); ++i) {  // in the order backward recorded them
+    const double sq = values[i] * values[i] / double(pending_norms_[i].samples);
+    if (!std::isfinite(sq)) continue;
+    Layer& l = layer_at(pending_norms_[i].layer);
+    l.grad_sq = l.has_grad ? (1 - kGradMomentum) * l.grad_sq + kGradMomentum * sq : sq;
+    l.has_grad = true;
+  }
+  pending_norms_.clear();
 }
 
 void Controller::step() {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.iterations;
   if (!config_.mixed_precision) return;
+  apply_pending_norms_locked();
   std::vector<BitItem> items;
   std::vector<size_t> owner;
   double budget = 0;

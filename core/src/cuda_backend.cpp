@@ -40,16 +40,21 @@ struct DeviceTables {
   at::Tensor offsets;
 };
 
+// The tables go up from page-locked memory without blocking: a copy from
+// pageable memory would wait for the stream to drain at every layer.
+// LibTorch's pinned-memory allocator keeps the host buffers until their
+// copies have run.
 DeviceTables upload_tables(at::Device device, kernels::PerGroupLayout& L) {
   DeviceTables t;
   if (L.uniform_bits != 0) return t;
   const int64_t n = L.num_samples;
-  t.bits = at::empty({n}, at::kByte);
-  t.offsets = at::empty({n}, at::kLong);
+  const auto pinned = at::TensorOptions().pinned_memory(true);
+  t.bits = at::empty({n}, pinned.dtype(at::kByte));
+  t.offsets = at::empty({n}, pinned.dtype(at::kLong));
   std::memcpy(t.bits.data_ptr<uint8_t>(), L.sample_bits, size_t(n));
   std::memcpy(t.offsets.data_ptr<int64_t>(), L.sample_bit_offset, size_t(n) * sizeof(int64_t));
-  t.bits = t.bits.to(device);
-  t.offsets = t.offsets.to(device);
+  t.bits = t.bits.to(device, /*non_blocking=*/true);
+  t.offsets = t.offsets.to(device, /*non_blocking=*/true);
   L.sample_bits = t.bits.data_ptr<uint8_t>();
   L.sample_bit_offset = t.offsets.data_ptr<int64_t>();
   return t;

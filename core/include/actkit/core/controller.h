@@ -7,7 +7,9 @@
 //             group ranges, allocates per-sample bits within the layer's
 //             budget (greedy, design.md 4.3) and records the sensitivities;
 //   backward  layers call record_gradient() with their output gradient,
-//             which feeds a moving average of per-sample gradient norms;
+//             whose norm (computed on the gradient's device, read back in
+//             one copy by step()) feeds a moving average of per-sample
+//             gradient norms;
 //   step()    re-allocates the per-layer budgets over all layers together
 //             and starts the next iteration.
 #pragma once
@@ -121,6 +123,16 @@ class Controller {
     std::weak_ptr<SwappedPayload> swapped;    // or swapped out
   };
 
+  // A gradient norm recorded in backward, read back in step().
+  struct PendingNorm {
+    int layer;
+    int64_t samples;
+    at::Tensor norm;  // 0-dim float, on the gradient's device
+  };
+  // Folds the pending norms into the layers' moving averages, in recording
+  // order, with one device-to-host copy.
+  void apply_pending_norms_locked();
+
   Layer& layer_at(int layer);
   const Layer& layer_at(int layer) const;
   std::vector<uint8_t> per_sample_bits(Layer& l, const at::Tensor& x, double scale);
@@ -132,6 +144,7 @@ class Controller {
   uint64_t seed_;
   mutable std::mutex mu_;
   std::vector<Layer> layers_;
+  std::vector<PendingNorm> pending_norms_;
   std::unordered_map<const void*, SharedEntry> shared_;  // keyed by data pointer
   ControllerStats stats_;
   std::unique_ptr<ActivationSwapper> swapper_;
