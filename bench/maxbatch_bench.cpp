@@ -90,7 +90,8 @@ std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
     if (configs[i].defrag_allocator != cuda_defrag_allocator_installed()) {
       throw InvalidInput(c10::str("maxbatch: level ", c.levels[i], configs[i].defrag_allocator ? " needs" : " must not run under",
                                   " the CUDA defrag allocator, and on CUDA one allocator serves the whole process: run "
-                                  "the levels with the defrag switch (L5) in an invocation of their own"));
+                                  "the levels with the defrag switch (L5) in a process of their own (actkit "
+                                  "maxbatch does)"));
     }
   }
   make_model(c.model, c.options);                                          // unknown model: fail now

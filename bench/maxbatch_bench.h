@@ -53,7 +53,8 @@ struct MaxBatchResult {
 // a fresh allocator (caching policy; defrag for levels with defrag=true), so
 // an out-of-memory probe cannot affect the next one. On CUDA the process's
 // CUDA allocator serves every level: levels with defrag=true need
-// install_cuda_defrag_allocator() to have run, the others need it not to.
+// install_cuda_defrag_allocator() to have run, the others need it not to
+// (`actkit maxbatch` runs such levels in child processes).
 // Throws InvalidInput for a bad model/level/budget or such a mismatch, Error
 // if a successful probe leaks memory.
 std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& config,

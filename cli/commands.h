@@ -5,8 +5,9 @@
 
 namespace actkit::cli {
 
-// `actkit bench codec|swap|alloc`: codecs against memcpy, the offload
-// engine against fio, allocators on recorded traces.
+// `actkit bench codec|swap|host|alloc`: codecs against memcpy, the offload
+// engine against fio, device <-> host transfers, allocators on recorded
+// traces.
 void add_bench_commands(CLI::App& app);
 
 // `actkit memory` and `actkit convert`.

@@ -2,6 +2,7 @@
 // (or on the real device), per level, with throughput and a plot.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "maxbatch_bench.h"
+#include "self_process.h"
 #include "svg_plot.h"
 
 namespace actkit::cli {
@@ -30,6 +32,8 @@ struct MaxBatchArgs {
   int steps = 2;  // the second holds the optimizer state the first creates
   uint64_t seed = 0;
   std::string max_split;
+  bool fresh_process = false;  // every level in a process of its own
+  bool child = false;          // run by a parent maxbatch: probe lines only
 };
 
 void write_plot(const std::string& path, const std::string& title, const std::vector<bench::MaxBatchResult>& results) {
@@ -61,6 +65,65 @@ double fragmentation(const bench::BatchProbe& p) {
   return p.peak_reserved > 0 ? 1.0 - double(p.peak_allocated) / double(p.peak_reserved) : 0.0;
 }
 
+void print_probe(const std::string& level, const bench::BatchProbe& p) {
+  if (p.fits) {
+    fmt::print("  {:<4} batch {:>6}  fits   {:>8.1f} samples/s  peak {} ({:.1f}% fragmentation)\n", level, p.batch,
+               double(p.batch) / p.step_seconds, mib(p.peak_reserved), 100.0 * fragmentation(p));
+  } else {
+    fmt::print("  {:<4} batch {:>6}  out of memory\n", level, p.batch);
+  }
+  std::fflush(stdout);
+}
+
+// The JSON form of one level's search, and back (what a child process
+// hands its parent).
+nlohmann::json to_json(const bench::MaxBatchResult& r) {
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& p : r.probes) {
+    probes.push_back({{"batch", p.batch},
+                      {"fits", p.fits},
+                      {"throughput", p.fits ? double(p.batch) / p.step_seconds : 0.0},
+                      {"peak_reserved_bytes", p.peak_reserved},
+                      {"peak_allocated_bytes", p.peak_allocated}});
+  }
+  return {{"level", r.level},
+          {"max_batch", r.max_batch},
+          {"throughput", r.throughput},
+          {"allocator", r.allocator},
+          {"probes", probes}};
+}
+
+bench::MaxBatchResult result_from_json(const nlohmann::json& j) {
+  bench::MaxBatchResult r;
+  r.level = j.at("level").get<std::string>();
+  r.max_batch = j.at("max_batch").get<int64_t>();
+  r.throughput = j.at("throughput").get<double>();
+  r.allocator = j.at("allocator").get<std::string>();
+  for (const auto& q : j.at("probes")) {
+    bench::BatchProbe p;
+    p.batch = q.at("batch").get<int64_t>();
+    p.fits = q.at("fits").get<bool>();
+    const double throughput = q.at("throughput").get<double>();
+    p.step_seconds = p.fits && throughput > 0 ? double(p.batch) / throughput : 0.0;
+    p.peak_reserved = q.at("peak_reserved_bytes").get<int64_t>();
+    p.peak_allocated = q.at("peak_allocated_bytes").get<int64_t>();
+    r.probes.push_back(p);
+  }
+  return r;
+}
+
+// The arguments that repeat this search for `level` alone in a child.
+std::vector<std::string> child_args(const MaxBatchArgs& a, const std::string& level) {
+  std::vector<std::string> v = {"maxbatch", "--child", "--model", a.model, "--device", a.device, "--levels", level,
+                                "--limit", std::to_string(a.limit), "--steps", std::to_string(a.steps),
+                                "--seed", std::to_string(a.seed)};
+  if (a.image_size != 0) v.insert(v.end(), {"--image-size", std::to_string(a.image_size)});
+  if (a.seq_len != 0) v.insert(v.end(), {"--seq-len", std::to_string(a.seq_len)});
+  if (!a.budget.empty()) v.insert(v.end(), {"--budget", a.budget});
+  if (!a.max_split.empty()) v.insert(v.end(), {"--max-split", a.max_split});
+  return v;
+}
+
 void run(const MaxBatchArgs& a) {
   bench::MaxBatchConfig c;
   c.model = a.model;
@@ -83,47 +146,53 @@ void run(const MaxBatchArgs& a) {
     make_block_allocator(c.caching_policy);  // a bad size fails before any output
   }
 
+  // Which levels run in a process of their own: every one with
+  // --fresh-process; on CUDA, the defrag levels (L5) when others run too,
+  // since the CUDA allocator they install serves the whole process.
+  std::vector<bool> own_process(c.levels.size(), a.fresh_process);
   if (!cpu) {
-    // One CUDA allocator serves the process: L5 installs the defrag one
-    // before anything touches the device, so its levels run on their own.
-    size_t defrag = 0;
-    for (const auto& level : c.levels) defrag += parse_level(level).defrag_allocator ? 1 : 0;
-    if (defrag != 0 && defrag != c.levels.size()) {
-      throw InvalidInput("maxbatch: on CUDA, levels with the defrag switch (L5) replace the process's CUDA allocator; "
-                         "run them in an invocation of their own, e.g. --levels L5");
+    std::vector<bool> defrag;
+    for (const auto& level : c.levels) defrag.push_back(parse_level(level).defrag_allocator);
+    const auto n = size_t(std::count(defrag.begin(), defrag.end(), true));
+    if (n == c.levels.size() && !a.fresh_process) {
+      install_cuda_defrag_allocator();  // before anything touches the device
+    } else {
+      for (size_t i = 0; i < defrag.size(); ++i) own_process[i] = own_process[i] || defrag[i];
     }
-    if (defrag != 0) install_cuda_defrag_allocator();
   }
   const std::string where = cpu ? fmt::format("CPU, {} budget", mib(c.budget)) : a.device;
-  fmt::print("{} {} {}: largest training batch per level ({})\n", a.model, tokens ? "sequence" : "image", c.length, where);
-  const auto results = bench::run_maxbatch(c, [](const std::string& level, const bench::BatchProbe& p) {
-    if (p.fits) {
-      fmt::print("  {:<4} batch {:>6}  fits   {:>8.1f} samples/s  peak {} ({:.1f}% fragmentation)\n", level, p.batch,
-                 double(p.batch) / p.step_seconds, mib(p.peak_reserved), 100.0 * fragmentation(p));
-    } else {
-      fmt::print("  {:<4} batch {:>6}  out of memory\n", level, p.batch);
+  if (!a.child) {
+    fmt::print("{} {} {}: largest training batch per level ({})\n", a.model, tokens ? "sequence" : "image", c.length,
+               where);
+  }
+  // Separate processes first: on CUDA they find the device untouched.
+  std::vector<bench::MaxBatchResult> results(c.levels.size());
+  for (size_t i = 0; i < c.levels.size(); ++i) {
+    if (!own_process[i]) continue;
+    const nlohmann::json j = run_self(child_args(a, c.levels[i]), "maxbatch level " + c.levels[i]);
+    results[i] = result_from_json(j.at("levels").at(0));
+  }
+  bench::MaxBatchConfig here = c;
+  here.levels.clear();
+  for (size_t i = 0; i < c.levels.size(); ++i) {
+    if (!own_process[i]) here.levels.push_back(c.levels[i]);
+  }
+  if (!here.levels.empty()) {
+    auto local = bench::run_maxbatch(here, print_probe);
+    for (size_t i = 0, k = 0; i < c.levels.size(); ++i) {
+      if (!own_process[i]) results[i] = std::move(local[k++]);
     }
-    std::fflush(stdout);
-  });
-  const double base = double(std::max<int64_t>(1, results.front().max_batch));
-  fmt::print("\n{:<6} {:>10} {:>10} {:>18}  {}\n", "level", "max batch", "vs first", "throughput", "allocator");
+  }
+
   nlohmann::json levels = nlohmann::json::array();
-  for (const auto& r : results) {
-    fmt::print("{:<6} {:>10} {:>9.2f}x {:>12.1f} smp/s  {}\n", r.level, r.max_batch, double(r.max_batch) / base,
-               r.throughput, r.allocator);
-    nlohmann::json probes = nlohmann::json::array();
-    for (const auto& p : r.probes) {
-      probes.push_back({{"batch", p.batch},
-                        {"fits", p.fits},
-                        {"throughput", p.fits ? double(p.batch) / p.step_seconds : 0.0},
-                        {"peak_reserved_bytes", p.peak_reserved},
-                        {"peak_allocated_bytes", p.peak_allocated}});
+  for (const auto& r : results) levels.push_back(to_json(r));
+  if (!a.child) {
+    const double base = double(std::max<int64_t>(1, results.front().max_batch));
+    fmt::print("\n{:<6} {:>10} {:>10} {:>18}  {}\n", "level", "max batch", "vs first", "throughput", "allocator");
+    for (const auto& r : results) {
+      fmt::print("{:<6} {:>10} {:>9.2f}x {:>12.1f} smp/s  {}\n", r.level, r.max_batch, double(r.max_batch) / base,
+                 r.throughput, r.allocator);
     }
-    levels.push_back({{"level", r.level},
-                      {"max_batch", r.max_batch},
-                      {"throughput", r.throughput},
-                      {"allocator", r.allocator},
-                      {"probes", probes}});
   }
   if (!a.json_path.empty()) {
     write_json(a.json_path, {{"model", a.model},
@@ -159,6 +228,9 @@ void add_maxbatch_command(CLI::App& app) {
   cmd->add_option("--max-split", a->max_split,
                   "CPU: PyTorch's max_split_size for the simulated caching allocator (e.g. 32M); cached blocks "
                   "that large are never split");
+  cmd->add_flag("--fresh-process", a->fresh_process,
+               "Run every level in a process of its own (on CUDA, L5 levels always run apart when others run too)");
+  cmd->add_flag("--child", a->child, "Internal: run by a parent maxbatch")->group("");
   cmd->callback([a] { run(*a); });
 }
 

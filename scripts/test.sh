@@ -43,6 +43,10 @@ grep -q '"final_test_accuracy"' build/train.json
 build/bin/actkit maxbatch --model resnet18 --image-size 16 --budget 170MiB --levels L0,L5 --limit 16 \
   --max-split 32M --json build/maxbatch.json --plot build/maxbatch.svg
 grep -q '"max_batch"' build/maxbatch.json && grep -q "<svg" build/maxbatch.svg
+# Each level in a child process (what L5 on CUDA needs): the parent merges their results.
+build/bin/actkit maxbatch --model resnet18 --image-size 16 --budget 170MiB --levels L0,L5 --limit 8 \
+  --fresh-process --json build/maxbatch-fresh.json
+[ "$(grep -c '"level": "L[05]"' build/maxbatch-fresh.json)" = 2 ] && ! grep -q '"max_batch": 0,' build/maxbatch-fresh.json
 build/bin/actkit bench swap --dir build --size 64MiB --repeats 1 --json build/bench-swap.json
 grep -q '"read_gbps"' build/bench-swap.json
 build/bin/actkit bench host --device cpu --size 16MiB --chunk 1MiB --repeats 1 --json build/bench-host.json
