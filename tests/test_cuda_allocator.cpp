@@ -90,8 +90,10 @@ TEST(CudaDefragAllocator, OutOfMemoryIsLibTorchsAndRecoverable) {
 
 // The space freed between live blocks goes back to the device: after
 // freeing every other 8 MiB tensor and emptying the cache, the allocator
-// holds what the live tensors need (to the granule), and a 64 MiB tensor
-// takes only its own memory.
+// holds what the live tensors touch -- their 80 MiB and at most one granule
+// more each, when earlier small blocks shifted them off granule boundaries
+// (a caching allocator keeps all 160 MiB) -- and a 64 MiB tensor takes only
+// its own memory.
 TEST(CudaDefragAllocator, FreedSpaceBetweenBlocksGoesBack) {
   REQUIRE_INSTALLED();
   const auto options = at::TensorOptions().dtype(at::kByte).device(at::kCUDA);
@@ -103,7 +105,7 @@ TEST(CudaDefragAllocator, FreedSpaceBetweenBlocksGoesBack) {
   release_device_cache(at::kCUDA);
   const BlockStats half = cuda_defrag_allocator_stats(0);
   EXPECT_EQ(half.allocated - start.allocated, 80 * kMiB);
-  EXPECT_LE(half.reserved - start.reserved, 80 * kMiB + 4 * kMiB);
+  EXPECT_LE(half.reserved - start.reserved, 80 * kMiB + 10 * 2 * kMiB);
   at::Tensor big = at::empty({64 * kMiB}, options);
   const BlockStats after = cuda_defrag_allocator_stats(0);
   EXPECT_LE(after.reserved - half.reserved, 64 * kMiB + 4 * kMiB);
