@@ -140,7 +140,7 @@ TEST(CudaDefragAllocator, TrainsAResNetAtL5) {
     EXPECT_LE(s.fragmentation(), 0.5);  // loose: a short run; the benchmarks measure it
   }
   synchronize(at::kCUDA);
-  EXPECT_LE(cuda_defrag_allocator_stats(0).allocated - before, 64 * kMiB);  // cuBLAS/cuDNN workspaces may stay
+  EXPECT_LE(cuda_defrag_allocator_stats(0).allocated - before, 128 * kMiB);  // cuBLAS workspaces stay
 }
 
 int main(int argc, char** argv) {
