@@ -1,15 +1,11 @@
 #include "training_setup.h"
 
+#include "actkit/core/gradients.h"
+
 namespace actkit::bench {
 
-void clear_gradients(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups()) {
-    for (auto& p : group.params()) p.mutable_grad() = at::Tensor();
-  }
-}
-
 void TrainingSetup::step() {
-  clear_gradients(*optimizer);
+  reset_gradients(model->parameters(), converted.controller->config());
   model->loss(input, model->forward(input), labels).backward();
   optimizer->step();
   converted.controller->step();

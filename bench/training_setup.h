@@ -24,13 +24,6 @@ struct TrainingSetup {
   void step();
 };
 
-// Drops the gradients of every parameter `optimizer` updates, as PyTorch
-// 2.x's zero_grad(set_to_none=True) does (LibTorch 1.13's zero_grad() fills
-// them with zeros): their memory is free through the next forward, where
-// activation memory peaks, and backward's first contribution becomes the
-// gradient without a copy.
-void clear_gradients(torch::optim::Optimizer& optimizer);
-
 // Seeds LibTorch with `seed`, builds `model` at image size / sequence length
 // `length` on `device`, converts it to `level` and draws one batch. Throws
 // InvalidInput for an unknown model or level; whatever the allocation

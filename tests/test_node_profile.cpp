@@ -4,6 +4,8 @@
 
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/gradients.h"
+#include "actkit/core/level.h"
 #include "memory_bench.h"
 #include "node_profile.h"
 #include "training_setup.h"
@@ -56,22 +58,55 @@ TEST(NodeProfile, NamesCompressedLayersByTheirFunction) {
   EXPECT_TRUE(conv) << "compressed convolutions appear under their Function's name";
 }
 
-TEST(TrainingSetup, ClearingGradientsFreesThemAndTheNextStepMatches) {
-  TrainingSetup a = make_training_setup("resnet18", {}, 32, 2, "L0", 3);
-  TrainingSetup b = make_training_setup("resnet18", {}, 32, 2, "L0", 3);
-  for (int s = 0; s < 2; ++s) {
-    a.step();  // gradients dropped before each step
-    b.optimizer->zero_grad();  // gradients zeroed in place
-    b.model->loss(b.input, b.model->forward(b.input), b.labels).backward();
-    b.optimizer->step();
+// Dropped and kept gradients train the same bits; a kept gradient keeps its
+// storage from step to step (the point of keeping it), a dropped one is gone.
+TEST(TrainingSetup, KeptAndDroppedGradientsTrainTheSameBits) {
+  for (const char* level : {"L0", "L3"}) {
+    SCOPED_TRACE(level);
+    TrainingSetup drop = make_training_setup("resnet18", {}, 32, 2, std::string(level) + ":grads=drop", 3);
+    TrainingSetup keep = make_training_setup("resnet18", {}, 32, 2, std::string(level) + ":grads=keep", 3);
+    ASSERT_FALSE(drop.converted.controller->config().keep_gradients);
+    ASSERT_TRUE(keep.converted.controller->config().keep_gradients);
+    std::vector<const void*> storage;
+    for (int s = 0; s < 3; ++s) {
+      drop.step();
+      keep.step();
+      const auto params = keep.model->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (s == 0) storage.push_back(params[i].grad().data_ptr());
+        EXPECT_EQ(params[i].grad().data_ptr(), storage[i]) << "kept gradient " << i << " moved in step " << s;
+      }
+    }
+    const auto pd = drop.model->parameters();
+    const auto pk = keep.model->parameters();
+    ASSERT_EQ(pd.size(), pk.size());
+    for (size_t i = 0; i < pd.size(); ++i) {
+      EXPECT_TRUE(at::equal(pd[i], pk[i])) << "parameter " << i;
+      EXPECT_TRUE(at::equal(pd[i].grad(), pk[i].grad())) << "gradient " << i;
+    }
+    reset_gradients(pd, drop.converted.controller->config());
+    reset_gradients(pk, keep.converted.controller->config());
+    for (size_t i = 0; i < pd.size(); ++i) {
+      EXPECT_FALSE(pd[i].grad().defined());
+      ASSERT_TRUE(pk[i].grad().defined());
+      EXPECT_EQ(pk[i].grad().count_nonzero().item<int64_t>(), 0);
+    }
   }
-  clear_gradients(*a.optimizer);
-  const auto pa = a.model->parameters();
-  const auto pb = b.model->parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    EXPECT_FALSE(pa[i].grad().defined());
-    EXPECT_TRUE(at::equal(pa[i], pb[i])) << "parameter " << i;
-  }
+}
+
+TEST(Gradients, KeepingAllocatesMissingGradientsAndSkipsFrozenParameters) {
+  LevelConfig keep = level_preset("L3");
+  ASSERT_TRUE(keep.keep_gradients);
+  at::Tensor w = at::ones({4, 3}).requires_grad_();
+  at::Tensor frozen = at::ones({2});
+  reset_gradients({w, frozen}, keep);
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().sizes(), w.sizes());
+  EXPECT_EQ(w.grad().count_nonzero().item<int64_t>(), 0);
+  EXPECT_FALSE(frozen.grad().defined());
+  w.mutable_grad().fill_(2);
+  reset_gradients({w}, level_preset("L0"));
+  EXPECT_FALSE(w.grad().defined());
 }
 
 TEST(NodeProfile, RefusesATensorWithoutGradient) {

@@ -92,6 +92,7 @@ LevelConfig level_preset(const std::string& name) {
   if (level >= 3) {
     c.bits = 2;
     c.mixed_precision = true;
+    c.keep_gradients = true;
   }
   if (level >= 4) c.swap = SwapTarget::kHost;
   if (level >= 5) c.defrag_allocator = true;
@@ -139,9 +140,14 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
       c.chunk_bytes = parse_byte_size(v);
     } else if (key == "defrag") {
       c.defrag_allocator = parse_bool(key, v);
+    } else if (key == "grads") {
+      const std::string l = lower(v);
+      if (l == "keep") c.keep_gradients = true;
+      else if (l == "drop") c.keep_gradients = false;
+      else throw InvalidInput(c10::str("level override grads=", v, ": expected keep or drop"));
     } else {
       throw InvalidInput(c10::str("unknown level override '", key,
-                                  "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, host_budget, swap_dir, prefetch, chunk_bytes, defrag)"));
+                                  "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, host_budget, swap_dir, prefetch, chunk_bytes, defrag, grads)"));
     }
   }
   // Turning a layer kind on from L0 without naming bits gives the L1/L2 width.
@@ -164,7 +170,7 @@ LevelConfig parse_level(const std::string& spec) {
 }
 
 std::string describe(const LevelConfig& c) {
-  if (!c.compresses_anything()) return c.level + " (fp32)";
+  if (!c.compresses_anything()) return c.level + (c.keep_gradients ? " (fp32 grads=keep)" : " (fp32)");
   std::string kinds;
   auto add = [&](bool on, const char* k) {
     if (!on) return;
@@ -180,6 +186,7 @@ std::string describe(const LevelConfig& c) {
   if (c.swap == SwapTarget::kHost) os << " swap=host";
   if (c.swap == SwapTarget::kFile) os << " swap=file";
   if (c.defrag_allocator) os << " defrag";
+  if (c.keep_gradients) os << " grads=keep";
   os << ")";
   return os.str();
 }

@@ -37,6 +37,10 @@ struct LevelConfig {
   // or workspace exists for the whole batch; 0 = the whole batch at once.
   int64_t chunk_bytes = int64_t(16) << 20;
   bool defrag_allocator = false;
+  // Parameter gradients stay allocated between steps (zeroed in place)
+  // instead of being dropped; reset_gradients() (core/gradients.h) applies
+  // it. On from L3, where the step peaks in backward.
+  bool keep_gradients = false;
 
   // True when any layer kind saves compressed context.
   bool compresses_anything() const {
@@ -53,7 +57,8 @@ LevelConfig level_preset(const std::string& name);
 // without it), group_size, conv, linear, norm,
 // activation, mixed_precision (true/false/1/0), swap (none|host|file),
 // host_budget (a size, e.g. 512M), swap_dir (a directory), prefetch
-// (0..64), chunk_bytes (a size; 0 = whole batch), defrag (true/false). Throws InvalidInput naming the bad override.
+// (0..64), chunk_bytes (a size; 0 = whole batch), defrag (true/false),
+// grads (keep|drop). Throws InvalidInput naming the bad override.
 LevelConfig with_overrides(LevelConfig config, const std::vector<std::string>& overrides);
 
 // Parses a byte count: "1073741824", "512K", "1.5M", "2G", "1GiB", "64MB"
