@@ -10,7 +10,6 @@
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/converters/convert.h"
 #include "actkit/core/device.h"
-#include "actkit/core/gradients.h"
 #include "actkit/core/errors.h"
 
 namespace actkit::bench {
@@ -77,7 +76,7 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
     // hooks cost time): gradients and momentum exist as in every later step.
     const int last = config.steps + (config.per_node ? 1 : 0);
     for (int step = 0; step <= last; ++step) {
-      reset_gradients(model->parameters(), converted.controller->config());
+      converted.controller->reset_gradients(model->parameters());
       meter.reset_peak();
       const int64_t before = meter.current();
       const auto t0 = std::chrono::steady_clock::now();

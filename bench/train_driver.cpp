@@ -11,7 +11,6 @@
 #include "actkit/converters/convert.h"
 #include "actkit/converters/zoo.h"
 #include "actkit/core/errors.h"
-#include "actkit/core/gradients.h"
 #include "fashion_mnist.h"
 #include "training_setup.h"
 #include "memory_bench.h"
@@ -92,7 +91,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
       // does not hinge on the noise of the last few steps.
       sgd_options.lr(c.lr * 0.5 * (1 + std::cos(M_PI * double(r.steps) / double(total_steps))));
       const auto t0 = std::chrono::steady_clock::now();
-      reset_gradients(model->parameters(), converted.controller->config());
+      converted.controller->reset_gradients(model->parameters());
       const int64_t before = tracker.current_bytes();
       at::Tensor out = model->forward(x);
       at::Tensor loss = model->loss(x, out, y);

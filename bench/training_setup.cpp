@@ -1,11 +1,10 @@
 #include "training_setup.h"
 
-#include "actkit/core/gradients.h"
 
 namespace actkit::bench {
 
 void TrainingSetup::step() {
-  reset_gradients(model->parameters(), converted.controller->config());
+  converted.controller->reset_gradients(model->parameters());
   model->loss(input, model->forward(input), labels).backward();
   optimizer->step();
   converted.controller->step();

@@ -24,9 +24,8 @@ TEST(Level, PresetsFollowTheLevelTable) {
   EXPECT_TRUE(l3.mixed_precision);
   EXPECT_EQ(level_preset("L4").swap, SwapTarget::kHost);
   EXPECT_TRUE(level_preset("L5").defrag_allocator);
-  // Gradients stay allocated between steps from L3 on (core/gradients.h).
-  EXPECT_FALSE(l0.keep_gradients || l1.keep_gradients || l2.keep_gradients);
-  EXPECT_TRUE(l3.keep_gradients && level_preset("L4").keep_gradients && level_preset("L5").keep_gradients);
+  EXPECT_EQ(l0.gradients, GradientMemory::kAuto);
+  EXPECT_EQ(level_preset("L5").gradients, GradientMemory::kAuto);
 }
 
 TEST(Level, OverridesChangeOneSwitchEach) {
@@ -38,8 +37,9 @@ TEST(Level, OverridesChangeOneSwitchEach) {
   EXPECT_TRUE(c.compress_conv);
   EXPECT_EQ(c.swap, SwapTarget::kFile);
   EXPECT_EQ(parse_level("L0:conv=true").bits, 4);
-  EXPECT_FALSE(parse_level("L3:grads=drop").keep_gradients);
-  EXPECT_TRUE(parse_level("L0:grads=KEEP").keep_gradients);
+  EXPECT_EQ(parse_level("L3:grads=drop").gradients, GradientMemory::kDrop);
+  EXPECT_EQ(parse_level("L0:grads=KEEP").gradients, GradientMemory::kKeep);
+  EXPECT_EQ(parse_level("L0:grads=keep,grads=auto").gradients, GradientMemory::kAuto);
   EXPECT_EQ(describe(parse_level("L0:grads=keep")), "L0 (fp32 grads=keep)");
 }
 

@@ -5,7 +5,6 @@
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/gradients.h"
-#include "actkit/core/level.h"
 #include "memory_bench.h"
 #include "node_profile.h"
 #include "training_setup.h"
@@ -65,8 +64,6 @@ TEST(TrainingSetup, KeptAndDroppedGradientsTrainTheSameBits) {
     SCOPED_TRACE(level);
     TrainingSetup drop = make_training_setup("resnet18", {}, 32, 2, std::string(level) + ":grads=drop", 3);
     TrainingSetup keep = make_training_setup("resnet18", {}, 32, 2, std::string(level) + ":grads=keep", 3);
-    ASSERT_FALSE(drop.converted.controller->config().keep_gradients);
-    ASSERT_TRUE(keep.converted.controller->config().keep_gradients);
     std::vector<const void*> storage;
     for (int s = 0; s < 3; ++s) {
       drop.step();
@@ -84,8 +81,8 @@ TEST(TrainingSetup, KeptAndDroppedGradientsTrainTheSameBits) {
       EXPECT_TRUE(at::equal(pd[i], pk[i])) << "parameter " << i;
       EXPECT_TRUE(at::equal(pd[i].grad(), pk[i].grad())) << "gradient " << i;
     }
-    reset_gradients(pd, drop.converted.controller->config());
-    reset_gradients(pk, keep.converted.controller->config());
+    EXPECT_FALSE(drop.converted.controller->reset_gradients(pd));
+    EXPECT_TRUE(keep.converted.controller->reset_gradients(pk));
     for (size_t i = 0; i < pd.size(); ++i) {
       EXPECT_FALSE(pd[i].grad().defined());
       ASSERT_TRUE(pk[i].grad().defined());
@@ -94,19 +91,45 @@ TEST(TrainingSetup, KeptAndDroppedGradientsTrainTheSameBits) {
   }
 }
 
-TEST(Gradients, KeepingAllocatesMissingGradientsAndSkipsFrozenParameters) {
-  LevelConfig keep = level_preset("L3");
-  ASSERT_TRUE(keep.keep_gradients);
+// auto: L0 drops; a compressing level keeps in the first step and then keeps
+// only while a step saves at least the gradients' bytes in payloads.
+TEST(TrainingSetup, AutomaticGradientsFollowTheSavedBytes) {
+  TrainingSetup l0 = make_training_setup("resnet18", {}, 32, 2, "L0", 3);
+  EXPECT_FALSE(l0.converted.controller->reset_gradients(l0.model->parameters()));
+  // ResNet-18 at 32x32, batch 2: payloads far below the 43 MiB of gradients.
+  TrainingSetup small = make_training_setup("resnet18", {}, 32, 2, "L3", 3);
+  EXPECT_TRUE(small.converted.controller->reset_gradients(small.model->parameters()));
+  small.step();
+  EXPECT_FALSE(small.converted.controller->reset_gradients(small.model->parameters()));
+  // A tiny transformer on a large batch: payloads outweigh the gradients.
+  ModelOptions o;
+  o.vocab_size = 100;
+  o.max_positions = 64;
+  o.layers = 1;
+  o.hidden = 64;
+  o.heads = 2;
+  TrainingSetup big = make_training_setup("gpt2", o, 64, 64, "L3", 3);
+  big.step();
+  EXPECT_GT(big.converted.controller->stats().compressed_bytes, gradient_bytes(big.model->parameters()));
+  EXPECT_TRUE(big.converted.controller->reset_gradients(big.model->parameters()));
+}
+
+TEST(Gradients, KeepingAllocatesOneBufferAndSkipsFrozenParameters) {
   at::Tensor w = at::ones({4, 3}).requires_grad_();
+  at::Tensor b = at::ones({5}).requires_grad_();
   at::Tensor frozen = at::ones({2});
-  reset_gradients({w, frozen}, keep);
-  ASSERT_TRUE(w.grad().defined());
+  reset_gradients({w, frozen, b}, true);
+  ASSERT_TRUE(w.grad().defined() && b.grad().defined());
   EXPECT_EQ(w.grad().sizes(), w.sizes());
-  EXPECT_EQ(w.grad().count_nonzero().item<int64_t>(), 0);
+  EXPECT_EQ(w.grad().count_nonzero().item<int64_t>() + b.grad().count_nonzero().item<int64_t>(), 0);
+  EXPECT_TRUE(w.grad().is_alias_of(b.grad())) << "one buffer";
   EXPECT_FALSE(frozen.grad().defined());
+  EXPECT_EQ(gradient_bytes({w, frozen, b}), 17 * 4);
   w.mutable_grad().fill_(2);
-  reset_gradients({w}, level_preset("L0"));
-  EXPECT_FALSE(w.grad().defined());
+  reset_gradients({w}, true);
+  EXPECT_EQ(w.grad().count_nonzero().item<int64_t>(), 0);
+  reset_gradients({w, b}, false);
+  EXPECT_FALSE(w.grad().defined() || b.grad().defined());
 }
 
 TEST(NodeProfile, RefusesATensorWithoutGradient) {

@@ -1,4 +1,5 @@
 #include "actkit/core/controller.h"
+#include "actkit/core/gradients.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -255,6 +256,8 @@ void Controller::apply_pending_norms_locked() {
 void Controller::step() {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.iterations;
+  last_step_compressed_ = stats_.compressed_bytes - compressed_before_step_;
+  compressed_before_step_ = stats_.compressed_bytes;
   if (!config_.mixed_precision) return;
   apply_pending_norms_locked();
   std::vector<BitItem> items;
@@ -279,6 +282,20 @@ void Controller::step() {
     if (count[li] > 0) layers_[li].bits = sum[li] / count[li];
     layers_[li].sensitivity.clear();
   }
+}
+
+bool Controller::reset_gradients(const std::vector<at::Tensor>& params) {
+  bool keep = config_.gradients == GradientMemory::kKeep;
+  if (config_.gradients == GradientMemory::kAuto && config_.compresses_anything()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    keep = stats_.iterations == 0 || last_step_compressed_ >= gradient_bytes(params);
+  }
+  // Gradients that backward allocated while they were dropped sit wherever
+  // that backward found room: kept from now on, they move into one buffer.
+  if (keep && !gradients_kept_) actkit::reset_gradients(params, false);
+  actkit::reset_gradients(params, keep);
+  gradients_kept_ = keep;
+  return keep;
 }
 
 void Controller::note_saved(int64_t input_bytes, int64_t compressed_bytes) {

@@ -92,7 +92,6 @@ LevelConfig level_preset(const std::string& name) {
   if (level >= 3) {
     c.bits = 2;
     c.mixed_precision = true;
-    c.keep_gradients = true;
   }
   if (level >= 4) c.swap = SwapTarget::kHost;
   if (level >= 5) c.defrag_allocator = true;
@@ -142,9 +141,10 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
       c.defrag_allocator = parse_bool(key, v);
     } else if (key == "grads") {
       const std::string l = lower(v);
-      if (l == "keep") c.keep_gradients = true;
-      else if (l == "drop") c.keep_gradients = false;
-      else throw InvalidInput(c10::str("level override grads=", v, ": expected keep or drop"));
+      if (l == "keep") c.gradients = GradientMemory::kKeep;
+      else if (l == "drop") c.gradients = GradientMemory::kDrop;
+      else if (l == "auto") c.gradients = GradientMemory::kAuto;
+      else throw InvalidInput(c10::str("level override grads=", v, ": expected keep, drop or auto"));
     } else {
       throw InvalidInput(c10::str("unknown level override '", key,
                                   "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, host_budget, swap_dir, prefetch, chunk_bytes, defrag, grads)"));
@@ -170,7 +170,9 @@ LevelConfig parse_level(const std::string& spec) {
 }
 
 std::string describe(const LevelConfig& c) {
-  if (!c.compresses_anything()) return c.level + (c.keep_gradients ? " (fp32 grads=keep)" : " (fp32)");
+  const char* grads = c.gradients == GradientMemory::kKeep ? " grads=keep"
+                      : c.gradients == GradientMemory::kDrop ? " grads=drop" : "";
+  if (!c.compresses_anything()) return c.level + " (fp32" + grads + ")";
   std::string kinds;
   auto add = [&](bool on, const char* k) {
     if (!on) return;
@@ -186,7 +188,7 @@ std::string describe(const LevelConfig& c) {
   if (c.swap == SwapTarget::kHost) os << " swap=host";
   if (c.swap == SwapTarget::kFile) os << " swap=file";
   if (c.defrag_allocator) os << " defrag";
-  if (c.keep_gradients) os << " grads=keep";
+  os << grads;
   os << ")";
   return os.str();
 }

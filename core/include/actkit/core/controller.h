@@ -85,6 +85,12 @@ class Controller {
   // Ends an iteration: per-layer bit re-allocation (mixed precision only).
   void step();
 
+  // Readies the gradients of `params` (the model's parameters) for the next
+  // step as the level's `grads` switch says (core/gradients.h: drop, keep or
+  // auto); call it where a loop would call zero_grad(). Returns whether the
+  // gradients are kept. Throws what the allocation throws (OutOfMemory).
+  bool reset_gradients(const std::vector<at::Tensor>& params);
+
   // Current average-bits budget of a layer.
   double layer_bits(int layer) const;
 
@@ -147,6 +153,9 @@ class Controller {
   std::vector<PendingNorm> pending_norms_;
   std::unordered_map<const void*, SharedEntry> shared_;  // keyed by data pointer
   ControllerStats stats_;
+  int64_t compressed_before_step_ = 0;  // stats_.compressed_bytes when the iteration began
+  int64_t last_step_compressed_ = 0;    // compressed bytes saved in the last completed iteration
+  bool gradients_kept_ = false;         // what the last reset_gradients() chose
   std::unique_ptr<ActivationSwapper> swapper_;
 };
 

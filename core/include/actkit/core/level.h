@@ -17,6 +17,13 @@ namespace actkit {
 
 enum class SwapTarget { kNone, kHost, kFile };
 
+// How parameter gradients live between training steps (core/gradients.h).
+enum class GradientMemory {
+  kDrop,  // freed after each step (PyTorch 2.x zero_grad(set_to_none=true))
+  kKeep,  // allocated once, zeroed in place after each step
+  kAuto,  // keep while a step saves at least as many compressed bytes as the gradients take, else drop
+};
+
 struct LevelConfig {
   std::string level = "L0";     // the preset this started from
   bool compress_conv = false;   // Conv*, ConvTranspose*
@@ -37,10 +44,9 @@ struct LevelConfig {
   // or workspace exists for the whole batch; 0 = the whole batch at once.
   int64_t chunk_bytes = int64_t(16) << 20;
   bool defrag_allocator = false;
-  // Parameter gradients stay allocated between steps (zeroed in place)
-  // instead of being dropped; reset_gradients() (core/gradients.h) applies
-  // it. On from L3, where the step peaks in backward.
-  bool keep_gradients = false;
+  // How parameter gradients live between steps; Controller::reset_gradients
+  // applies it (core/gradients.h has the rule).
+  GradientMemory gradients = GradientMemory::kAuto;
 
   // True when any layer kind saves compressed context.
   bool compresses_anything() const {
@@ -58,7 +64,7 @@ LevelConfig level_preset(const std::string& name);
 // activation, mixed_precision (true/false/1/0), swap (none|host|file),
 // host_budget (a size, e.g. 512M), swap_dir (a directory), prefetch
 // (0..64), chunk_bytes (a size; 0 = whole batch), defrag (true/false),
-// grads (keep|drop). Throws InvalidInput naming the bad override.
+// grads (keep|drop|auto). Throws InvalidInput naming the bad override.
 LevelConfig with_overrides(LevelConfig config, const std::vector<std::string>& overrides);
 
 // Parses a byte count: "1073741824", "512K", "1.5M", "2G", "1GiB", "64MB"
