@@ -116,8 +116,10 @@ TEST(TrainingSetup, AutomaticGradientsFollowTheSavedBytes) {
   ASSERT_FALSE(params.front().grad().is_alias_of(params.back().grad()));
   EXPECT_TRUE(big.converted.controller->reset_gradients(params));  // the first step keeps
   for (const auto& p : params) EXPECT_TRUE(p.grad().is_alias_of(params.front().grad()));
-  big.step();
-  EXPECT_GT(big.converted.controller->stats().compressed_bytes, gradient_bytes(params));
+  big.step();  // its payloads include the extra forward above
+  big.step();  // one forward's payloads
+  const ControllerStats st = big.converted.controller->stats();
+  EXPECT_GT(st.compressed_bytes / 3, gradient_bytes(params));
   EXPECT_TRUE(big.converted.controller->reset_gradients(params));
 }
 
