@@ -98,8 +98,10 @@ void run_swap(const SwapArgs& a) {
 }
 
 struct AllocArgs {
-  std::vector<std::string> traces = {"resnet50:8:224:L0", "resnet50:8:224:L3", "gpt2-small:4:256:L0",
-                                     "gpt2-small:4:256:L3"};
+  // Uncompressed training, and the level that runs on the defrag allocator
+  // (its gradients and swapped payloads as that level has them).
+  std::vector<std::string> traces = {"resnet50:8:224:L0", "resnet50:8:224:L5", "gpt2-small:4:256:L0",
+                                     "gpt2-small:4:256:L5"};
   std::vector<std::string> trace_files;
   std::string save_dir;
   std::string json_path;

@@ -51,7 +51,7 @@ build/bin/actkit bench swap --dir build --size 64MiB --repeats 1 --json build/be
 grep -q '"read_gbps"' build/bench-swap.json
 build/bin/actkit bench host --device cpu --size 16MiB --chunk 1MiB --repeats 1 --json build/bench-host.json
 grep -q '"swapper"' build/bench-host.json
-build/bin/actkit bench alloc --traces resnet18:4:32:L0,resnet18:4:32:L3 --steps 1 --json build/bench-alloc.json
+build/bin/actkit bench alloc --traces resnet18:4:32:L0,resnet18:4:32:L5 --steps 1 --json build/bench-alloc.json
 grep -q '"baseline_fragmentation"' build/bench-alloc.json
 if build/bin/actkit maxbatch --model resnet18 --budget lots 2>/dev/null; then
   echo "a malformed budget must fail" >&2

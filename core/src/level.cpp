@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <initializer_list>
 #include <sstream>
 
 #include "actkit/core/errors.h"
@@ -22,6 +23,19 @@ bool parse_bool(const std::string& key, const std::string& v) {
   if (l == "true" || l == "1" || l == "on" || l == "yes") return true;
   if (l == "false" || l == "0" || l == "off" || l == "no") return false;
   throw InvalidInput(c10::str("level override ", key, "=", v, ": expected true or false"));
+}
+
+// The value of `choices` whose name is `v` (any case). Throws InvalidInput
+// listing the names.
+template <typename T>
+T parse_choice(const std::string& key, const std::string& v,
+               std::initializer_list<std::pair<const char*, T>> choices) {
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (lower(v) == name) return value;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  throw InvalidInput(c10::str("level override ", key, "=", v, ": expected one of ", names));
 }
 
 // The number at the start of `text`; *used = characters it took (0: none).
@@ -121,11 +135,8 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
     } else if (key == "mixed_precision") {
       c.mixed_precision = parse_bool(key, v);
     } else if (key == "swap") {
-      const std::string l = lower(v);
-      if (l == "none") c.swap = SwapTarget::kNone;
-      else if (l == "host") c.swap = SwapTarget::kHost;
-      else if (l == "file") c.swap = SwapTarget::kFile;
-      else throw InvalidInput(c10::str("level override swap=", v, ": expected none, host or file"));
+      c.swap = parse_choice(key, v, {std::pair{"none", SwapTarget::kNone}, {"host", SwapTarget::kHost},
+                                     {"file", SwapTarget::kFile}});
     } else if (key == "host_budget") {
       c.host_budget = parse_byte_size(v);
     } else if (key == "swap_dir") {
@@ -140,11 +151,8 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
     } else if (key == "defrag") {
       c.defrag_allocator = parse_bool(key, v);
     } else if (key == "grads") {
-      const std::string l = lower(v);
-      if (l == "keep") c.gradients = GradientMemory::kKeep;
-      else if (l == "drop") c.gradients = GradientMemory::kDrop;
-      else if (l == "auto") c.gradients = GradientMemory::kAuto;
-      else throw InvalidInput(c10::str("level override grads=", v, ": expected keep, drop or auto"));
+      c.gradients = parse_choice(key, v, {std::pair{"keep", GradientMemory::kKeep}, {"drop", GradientMemory::kDrop},
+                                          {"auto", GradientMemory::kAuto}});
     } else {
       throw InvalidInput(c10::str("unknown level override '", key,
                                   "' (bits, group_size, conv, linear, norm, activation, mixed_precision, swap, host_budget, swap_dir, prefetch, chunk_bytes, defrag, grads)"));
