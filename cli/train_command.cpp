@@ -9,6 +9,7 @@
 
 #include "actkit/converters/zoo.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/level.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "memory_bench.h"
@@ -49,6 +50,7 @@ class ProgressPrinter {
 void run_train(const TrainArgs& a) {
   const bench::TrainConfig& c = a.config;
   check_model_name(c.model);  // before the banner: a typo gets only the error
+  parse_level(c.level);
   fmt::print("training {} on {} at {} for {} epoch(s), batch {}\n", c.model, c.data, c.level, c.epochs, c.batch);
   ProgressPrinter progress;
   const bench::TrainResult r = bench::run_training(c, std::ref(progress));
