@@ -54,6 +54,11 @@ TEST(Level, BadSpecsAreClearErrors) {
   EXPECT_THROW(parse_level("L3:conv"), InvalidInput);
   EXPECT_THROW(parse_level("L3:swap=tape"), InvalidInput);
   EXPECT_THROW(parse_level("L3:grads=sometimes"), InvalidInput);
+  try {
+    parse_level("L3:swap=tape");
+  } catch (const InvalidInput& e) {  // the error lists what would have been accepted
+    EXPECT_NE(std::string(e.what()).find("swap=tape: expected one of none, host, file"), std::string::npos) << e.what();
+  }
 }
 
 namespace actkit {
