@@ -285,16 +285,21 @@ void Controller::step() {
 }
 
 bool Controller::reset_gradients(const std::vector<at::Tensor>& params) {
-  bool keep = config_.gradients == GradientMemory::kKeep;
-  if (config_.gradients == GradientMemory::kAuto && config_.compresses_anything()) {
+  const bool automatic = config_.gradients == GradientMemory::kAuto && config_.compresses_anything();
+  const int64_t needed = automatic ? gradient_bytes(params) : 0;
+  bool keep = config_.gradients == GradientMemory::kKeep, regroup;
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    keep = stats_.iterations == 0 || last_step_compressed_ >= gradient_bytes(params);
+    if (automatic) keep = stats_.iterations == 0 || last_step_compressed_ >= needed;
+    regroup = keep && !gradients_kept_;
+    gradients_kept_ = keep;
   }
   // Gradients that backward allocated while they were dropped sit wherever
   // that backward found room: kept from now on, they move into one buffer.
-  if (keep && !gradients_kept_) actkit::reset_gradients(params, false);
+  // (If the allocation below throws, the next call finds them dropped or
+  // already in place, so nothing is left to regroup.)
+  if (regroup) actkit::reset_gradients(params, false);
   actkit::reset_gradients(params, keep);
-  gradients_kept_ = keep;
   return keep;
 }
 
