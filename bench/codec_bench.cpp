@@ -1,5 +1,7 @@
 #include "codec_bench.h"
 
+#include "run_device.h"
+
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
 #include <tbb/blocked_range.h>
@@ -34,16 +36,7 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config) {
   for (int b : config.bits) {
     if (b < 1 || b > 8) throw InvalidInput(c10::str("bench codec: bits must be in 1..8, got ", b));
   }
-  at::Device device = at::kCPU;
-  try {
-    device = at::Device(config.device);
-  } catch (const std::exception&) {
-    throw InvalidInput(c10::str("bench codec: unknown device '", config.device, "' (cpu or cuda[:N])"));
-  }
-  if (device.is_cuda() && !cuda_available()) {
-    throw InvalidInput("bench codec: no CUDA device, or this build has no CUDA kernels");
-  }
-  if (!device.is_cpu() && !device.is_cuda()) throw InvalidInput("bench codec: device must be cpu or cuda");
+  const at::Device device = parse_run_device(config.device, "bench codec");
   std::unique_ptr<tbb::global_control> limit;
   if (config.threads > 0) {
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, config.threads);

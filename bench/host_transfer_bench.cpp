@@ -1,5 +1,7 @@
 #include "host_transfer_bench.h"
 
+#include "run_device.h"
+
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
 
@@ -37,20 +39,10 @@ at::Tensor copy_to(const at::Tensor& t, at::Device device) {
   return t.device() == device ? t.clone() : t.to(device);
 }
 
-at::Device parse_device(const std::string& text) {
-  try {
-    return at::Device(text);
-  } catch (const c10::Error&) {
-    throw InvalidInput("bench host: unknown device '" + text + "'");
-  }
-}
-
 }  // namespace
 
 HostTransferReport run_host_transfer_bench(const HostTransferConfig& c) {
-  const at::Device device = parse_device(c.device);
-  if (!device.is_cpu() && !device.is_cuda()) throw InvalidInput("bench host: the device must be cpu or cuda[:N]");
-  if (device.is_cuda() && !cuda_available()) throw InvalidInput("bench host: no CUDA device here (or a build without CUDA)");
+  const at::Device device = parse_run_device(c.device, "bench host");
   if (c.chunk == 0 || c.bytes < c.chunk || c.repeats < 1) {
     throw InvalidInput("bench host: size and chunk must be positive, size >= chunk, repeats >= 1");
   }
@@ -100,6 +92,7 @@ HostTransferReport run_host_transfer_bench(const HostTransferConfig& c) {
     handles.reserve(size_t(r.chunks));
     const double out = timed(device, [&] {
       for (int64_t i = 0; i < r.chunks; ++i) handles.push_back(swapper.stash(payload));
+      swapper.finish_copies_out();  // every load below comes from host memory
     });
     const double in = timed(device, [&] {
       while (!handles.empty()) {  // backward's order: newest first

@@ -1,4 +1,5 @@
 #include "maxbatch_bench.h"
+#include "run_device.h"
 #include "training_setup.h"
 
 #include <torch/torch.h>
@@ -85,7 +86,7 @@ std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
   make_block_allocator(c.caching_policy);  // a bad max_split: fail now
   std::vector<LevelConfig> configs;
   for (const auto& level : c.levels) configs.push_back(parse_level(level));  // fail before any work
-  const bool cuda = at::Device(c.device).is_cuda();
+  const bool cuda = parse_run_device(c.device, "maxbatch").is_cuda();
   for (size_t i = 0; cuda && i < configs.size(); ++i) {
     if (configs[i].defrag_allocator != cuda_defrag_allocator_installed()) {
       throw InvalidInput(c10::str("maxbatch: level ", c.levels[i], configs[i].defrag_allocator ? " needs" : " must not run under",

@@ -1,4 +1,7 @@
 #include "memory_bench.h"
+
+#include "memory_meter.h"
+#include "run_device.h"
 #include "training_setup.h"
 
 #include <torch/torch.h>
@@ -11,40 +14,12 @@
 #include "actkit/converters/convert.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
+#include "actkit/swap/activation_swapper.h"
 
 namespace actkit::bench {
 namespace {
 
 int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
-
-// Bytes held by tensors on the measured device: the tracking allocator on
-// the CPU, the caching allocator's statistics on CUDA.
-class MemoryMeter {
- public:
-  explicit MemoryMeter(at::Device device) : device_(device) {}
-  int64_t current() const {
-    if (device_.is_cpu()) return tracking_.tracker().current_bytes();
-    synchronize(device_);
-    return device_memory_stats(device_).allocated_bytes;
-  }
-  int64_t peak() const {
-    return device_.is_cpu() ? tracking_.tracker().peak_bytes() : device_memory_stats(device_).peak_allocated_bytes;
-  }
-  MemoryProbe probe() {
-    return {[this] { return current(); }, [this] { return peak(); }, [this] { reset_peak(); }};
-  }
-  void reset_peak() {
-    if (device_.is_cpu()) {
-      tracking_.tracker().reset_peak();
-    } else {
-      reset_device_peaks(device_);
-    }
-  }
-
- private:
-  at::Device device_;
-  ScopedCpuTracking tracking_;
-};
 
 }  // namespace
 
@@ -57,7 +32,7 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
   if (config.steps < 1) throw InvalidInput("memory: steps must be >= 1");
   for (const auto& level : config.levels) parse_level(level);  // fail before any work
 
-  const at::Device device(config.device);
+  const at::Device device = parse_run_device(config.device, "memory");
   MemoryMeter meter(device);
   std::vector<StepMeasurement> results;
   for (const auto& level : config.levels) {
@@ -105,6 +80,12 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
     m.step_seconds = best;
     const ControllerStats stats = converted.controller->stats();
     m.compression_ratio = stats.compressed_bytes > 0 ? double(stats.input_bytes) / double(stats.compressed_bytes) : 1;
+    const SwapStats swap = converted.controller->swap_stats();
+    const double steps_run = double(last + 1);
+    m.swapped_bytes = double(swap.bytes_out) / steps_run;
+    m.swap_wait_seconds = swap.wait_seconds / steps_run;
+    m.read_ahead = double(swap.device_prefetched + swap.prefetched) / steps_run;
+    m.never_left = double(swap.never_left) / steps_run;
     results.push_back(m);
   }
   return results;

@@ -21,6 +21,13 @@ struct StepMeasurement {
   int64_t peak_bytes = 0;
   double step_seconds = 0;  // forward + backward + SGD step
   double compression_ratio = 1;  // bytes handed to the codecs / bytes they produced
+  // Swapping levels (L4/L5), per step on average over every step run: bytes
+  // moved out, host time load() took, payloads brought back ahead of need
+  // (device copies + file reads), loads served before the payload left.
+  double swapped_bytes = 0;
+  double swap_wait_seconds = 0;
+  double read_ahead = 0;
+  double never_left = 0;
   // Only with per_node, from an extra step after the timed ones: the peak
   // from the start of forward to the loss, and backward node by node.
   int64_t forward_peak_bytes = 0;

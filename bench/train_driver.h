@@ -17,6 +17,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   int64_t train_limit = 0;  // first N training examples; 0 = all
   double lr = 0.05;         // SGD, momentum 0.9, cosine decay to 0 over the run
+  std::string device = "cpu";  // or "cuda[:N]": model and batches there, data kept on the host
 };
 
 struct TrainProgress {
@@ -31,17 +32,18 @@ struct TrainResult {
   double final_test_accuracy = 0;
   double final_train_loss = 0;  // mean over the last epoch
   double step_time_ms = 0;      // mean training step, warm-up excluded
-  int64_t peak_bytes = 0;       // peak CPU bytes during training steps (evaluation excluded)
+  std::string device;
+  int64_t peak_bytes = 0;       // peak bytes on the device during training steps (evaluation excluded)
   int64_t activation_bytes = 0; // of the first step, measured as ActNN does
   int64_t steps = 0;
   int64_t train_examples = 0;
   int64_t test_examples = 0;
 };
 
-// Trains on the CPU and evaluates on the test split after every epoch.
-// `on_progress` (may be empty) is called after each step. Throws
-// actkit::InvalidInput for an unknown model, level or data set, a missing
-// data directory, or non-positive epochs/batch.
+// Trains on config.device and evaluates on the test split after every
+// epoch. `on_progress` (may be empty) is called after each step. Throws
+// actkit::InvalidInput for an unknown model, level, device or data set, a
+// missing data directory, or non-positive epochs/batch.
 TrainResult run_training(const TrainConfig& config, const std::function<void(const TrainProgress&)>& on_progress);
 
 }  // namespace actkit::bench

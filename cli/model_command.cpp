@@ -63,11 +63,13 @@ void run_memory(const MemoryArgs& a) {
              tokens ? "sequence" : "image", config.length, a.device);
   const auto results = bench::run_memory_bench(config);
   const double l0 = double(results.front().activation_bytes);
-  fmt::print("{:<8} {:>16} {:>16} {:>10} {:>12} {:>10}\n", "level", "activations", "peak", "vs first", "step time",
-             "vs first");
+  size_t width = 8;  // the level column fits the longest spec
+  for (const auto& r : results) width = std::max(width, r.level.size());
+  fmt::print("{:<{}} {:>16} {:>16} {:>10} {:>12} {:>10}\n", "level", width, "activations", "peak", "vs first",
+             "step time", "vs first");
   nlohmann::json levels = nlohmann::json::array();
   for (const auto& r : results) {
-    fmt::print("{:<8} {:>16} {:>16} {:>9.2f}x {:>10.0f}ms {:>9.2f}x\n", r.level, mib(r.activation_bytes),
+    fmt::print("{:<{}} {:>16} {:>16} {:>9.2f}x {:>10.0f}ms {:>9.2f}x\n", r.level, width, mib(r.activation_bytes),
                mib(r.peak_bytes), l0 / double(std::max<int64_t>(1, r.activation_bytes)), r.step_seconds * 1e3,
                r.step_seconds / results.front().step_seconds);
     nlohmann::json nodes = nlohmann::json::array();
@@ -80,7 +82,18 @@ void run_memory(const MemoryArgs& a) {
                       {"forward_peak_bytes", r.forward_peak_bytes},
                       {"backward_nodes", nodes},
                       {"step_time_ms", r.step_seconds * 1e3},
-                      {"compression_ratio", r.compression_ratio}});
+                      {"compression_ratio", r.compression_ratio},
+                      {"swap",
+                       {{"bytes_out_per_step", r.swapped_bytes},
+                        {"load_wait_ms_per_step", r.swap_wait_seconds * 1e3},
+                        {"read_ahead_per_step", r.read_ahead},
+                        {"never_left_per_step", r.never_left}}}});
+  }
+  for (const auto& r : results) {
+    if (r.swapped_bytes <= 0) continue;
+    fmt::print("{}: {} swapped out per step; load() took {:.1f} ms per step on the host; {:.1f} payloads brought back "
+               "ahead of need, {:.1f} used before they left the device\n",
+               r.level, mib(int64_t(r.swapped_bytes)), r.swap_wait_seconds * 1e3, r.read_ahead, r.never_left);
   }
   if (a.nodes > 0) {
     for (const auto& r : results) print_top_nodes(r, a.nodes);

@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "memory_bench.h"
+#include "run_device.h"
 #include "train_driver.h"
 
 namespace actkit::cli {
@@ -51,7 +52,9 @@ void run_train(const TrainArgs& a) {
   const bench::TrainConfig& c = a.config;
   check_model_name(c.model);  // before the banner: a typo gets only the error
   parse_level(c.level);
-  fmt::print("training {} on {} at {} for {} epoch(s), batch {}\n", c.model, c.data, c.level, c.epochs, c.batch);
+  bench::parse_run_device(c.device, "train");
+  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", c.model, c.data, c.level, c.epochs, c.batch,
+             c.device == "cpu" ? "" : ", on " + c.device);
   ProgressPrinter progress;
   const bench::TrainResult r = bench::run_training(c, std::ref(progress));
   fmt::print("test accuracy {:.2f}%  train loss {:.4f}  step {:.1f} ms  peak {}\n", 100 * r.final_test_accuracy,
@@ -60,6 +63,7 @@ void run_train(const TrainArgs& a) {
   nlohmann::json j{{"model", c.model},
                    {"data", c.data},
                    {"level", c.level},
+                   {"device", r.device},
                    {"epochs", c.epochs},
                    {"batch", c.batch},
                    {"seed", c.seed},
@@ -83,6 +87,7 @@ void run_train(const TrainArgs& a) {
     m.levels = {"L0"};
     m.steps = 1;
     m.seed = c.seed;
+    m.device = c.device;
     const int64_t l0 = bench::run_memory_bench(m).front().activation_bytes;
     fmt::print("activation memory per step: {} at {} vs {} at L0 ({:.1f}x less)\n", mib(r.activation_bytes), c.level,
                mib(l0), double(l0) / double(std::max<int64_t>(1, r.activation_bytes)));
@@ -111,6 +116,7 @@ void add_train_command(CLI::App& app) {
   train->add_option("--train-limit", c.train_limit, "Use the first N training examples (0 = all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  train->add_option("--device", c.device, "cpu or cuda[:N]")->capture_default_str();
   train->add_option("--lr", c.lr, "Initial SGD learning rate (momentum 0.9, cosine decay)")->check(CLI::PositiveNumber)->capture_default_str();
   train->add_option("--json", a->json_path, "Also write the results as JSON to this file");
   train->add_flag("!--no-compare", a->compare, "Skip the L0 memory comparison step");

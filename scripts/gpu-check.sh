@@ -10,9 +10,9 @@
 #                                     configures against the wheel's LibTorch,
 #                                     builds, then runs the steps named (all
 #                                     when none is): cuda-tests cuda-alloc
-#                                     codec host memory maxbatch maxbatch-l5
-#                                     swap tests (also: maxbatch152,
-#                                     sanitize, pieces). Each
+#                                     codec host l4 memory maxbatch
+#                                     maxbatch-l5 swap tests (also: maxbatch152,
+#                                     sanitize, pieces, train). Each
 #                                     step has its own time limit, so a slow
 #                                     or failing one cannot hide the others;
 #                                     a table of what passed comes last.
@@ -28,7 +28,7 @@ root=$PWD
 
 debs=(libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libhwloc15 libgtest-dev libgmock-dev
       libbenchmark-dev libbenchmark1debian libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9
-      liburing-dev liburing2)
+      liburing-dev liburing2 dataset-fashion-mnist)
 
 if [ "${1:-}" = "fetch" ]; then
   mkdir -p .deb
@@ -38,7 +38,7 @@ if [ "${1:-}" = "fetch" ]; then
 fi
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(cuda-tests cuda-alloc codec host memory maxbatch maxbatch-l5 swap tests)
+[ ${#steps[@]} -eq 0 ] && steps=(cuda-tests cuda-alloc codec host l4 memory maxbatch maxbatch-l5 swap tests)
 out="$root/build-gpu/out"
 rm -rf "$out" && mkdir -p "$out"
 deadline=${GPU_CHECK_SECONDS:-570}
@@ -124,7 +124,7 @@ for step in "${steps[@]}"; do
   case $step in
     cuda-tests)
       run cuda-tests 300 $bin/actkit_tests --gtest_brief=1 \
-        --gtest_filter='CudaEquality.*:Half.*' ;;
+        --gtest_filter='CudaEquality.*:Half.*:Transfers.Cuda*:SwapperInFlight.Cuda*:Swapping.L4TrainsLikeL3OnTheDevice' ;;
     cuda-alloc)
       # The L5 allocator over CUDA virtual memory: its own program, since it
       # replaces LibTorch's CUDA allocator for the process.
@@ -137,6 +137,20 @@ for step in "${steps[@]}"; do
     memory)
       run memory-r50 300 $bin/actkit memory --model resnet50 --batch 64 --image-size 224 \
         --device cuda --levels L0,L1,L2,L3,L4 --json "$out/memory-r50-cuda.json" ;;
+    l4)
+      # L4's copies overlap compute (copy stream, read-ahead): step time
+      # against L3, with prefetch=0 (about synchronous) in the same run.
+      run l4-r50 300 $bin/actkit memory --model resnet50 --batch 64 --image-size 224 --device cuda \
+        --levels L3,L4,L4:prefetch=0,L4:prefetch=16,L3 --json "$out/l4-r50-cuda.json" ;;
+    train)
+      # The Fashion-MNIST recipe of docs/benchmarks.md on the device, L0 and
+      # L3: accuracy as on the CPU, and the step times.
+      mnist="$deb_root/usr/share/datasets/fashion-mnist"
+      [ -d "$mnist" ] || mnist=/usr/share/datasets/fashion-mnist
+      for level in L0 L3; do
+        run train-$level 150 $bin/actkit train --model resnet18 --data fashion-mnist --data-dir "$mnist" --level $level \
+          --epochs 1 --train-limit 10000 --seed 1 --device cuda --no-compare --json "$out/train-$level-cuda.json"
+      done ;;
     maxbatch)
       run maxbatch-r50 560 $bin/actkit maxbatch --model resnet50 --image-size 224 --device cuda \
         --levels "${MAXBATCH_LEVELS:-L0,L3,L4}" --steps "${MAXBATCH_STEPS:-2}" --json "$out/maxbatch-r50-cuda.json" --plot "$out/maxbatch-r50-cuda.svg" ;;
@@ -148,10 +162,11 @@ for step in "${steps[@]}"; do
       run sanitize 300 compute-sanitizer --tool memcheck --error-exitcode 1 $bin/actkit_tests --gtest_brief=1 \
         --gtest_filter='CudaEquality.*' ;;
     pieces)
-      # What working through the batch in pieces (chunk_bytes, sized for CPU
-      # caches by default) costs on the device, against whole-batch layers.
+      # What working through the batch in pieces costs on the device: the
+      # default (auto: 1/32 of device memory) against whole-batch layers and
+      # the CPU's 16M pieces.
       run pieces 400 $bin/actkit memory --model resnet50 --batch 64 --image-size 224 --device cuda \
-        --levels L0,L1,L1:chunk_bytes=0,L3,L3:chunk_bytes=0,L3:chunk_bytes=256M --json "$out/pieces-r50-cuda.json" ;;
+        --levels L0,L1,L1:chunk_bytes=0,L1:chunk_bytes=16M,L3,L3:chunk_bytes=0,L3:chunk_bytes=16M --json "$out/pieces-r50-cuda.json" ;;
     host)
       # Device <-> page-locked host memory, pageable memory and the L4 swapper.
       run host 240 $bin/actkit bench host --device cuda --size 4GiB --chunk 4MiB --json "$out/host-cuda.json" ;;

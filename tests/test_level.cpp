@@ -3,6 +3,7 @@
 
 #include "actkit/core/errors.h"
 #include "actkit/core/controller.h"
+#include "actkit/core/device.h"
 #include "actkit/core/level.h"
 
 #include <ATen/ATen.h>
@@ -41,6 +42,21 @@ TEST(Level, OverridesChangeOneSwitchEach) {
   EXPECT_EQ(parse_level("L0:grads=KEEP").gradients, GradientMemory::kKeep);
   EXPECT_EQ(parse_level("L0:grads=keep,grads=auto").gradients, GradientMemory::kAuto);
   EXPECT_EQ(describe(parse_level("L0:grads=keep")), "L0 (fp32 grads=keep)");
+}
+
+TEST(Level, PieceSizeFollowsTheDevice) {
+  const LevelConfig l3 = parse_level("L3");
+  EXPECT_EQ(l3.chunk_bytes, kChunkBytesAuto);
+  EXPECT_EQ(chunk_bytes_for(l3, at::kCPU), int64_t(16) << 20);
+  EXPECT_EQ(chunk_bytes_for(parse_level("L3:chunk_bytes=1M"), at::kCPU), int64_t(1) << 20);
+  EXPECT_EQ(chunk_bytes_for(parse_level("L3:chunk_bytes=0"), at::kCUDA), 0);  // set: no device asked
+  EXPECT_EQ(parse_level("L3:chunk_bytes=1M,chunk_bytes=auto").chunk_bytes, kChunkBytesAuto);
+  if (cuda_available()) {
+    EXPECT_GE(chunk_bytes_for(l3, at::kCUDA), device_total_bytes(at::kCUDA) / 32);
+  } else {
+    EXPECT_THROW(chunk_bytes_for(l3, at::kCUDA), InvalidInput);
+  }
+  EXPECT_THROW(parse_level("L3:chunk_bytes=most"), InvalidInput);
 }
 
 TEST(Level, BadSpecsAreClearErrors) {

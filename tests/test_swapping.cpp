@@ -9,6 +9,7 @@
 #include "actkit/converters/convert.h"
 #include "actkit/converters/zoo.h"
 #include "actkit/core/controller.h"
+#include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "actkit/swap/activation_swapper.h"
 #include "actkit/swap/host_tier.h"
@@ -55,38 +56,51 @@ TEST(HostTier, SpillsLeastRecentlyUsedPastTheBudget) {
   EXPECT_EQ(s.file_bytes, 0);
 }
 
-// The in-place variants: bytes written and read where the tier keeps them,
-// in memory, in a pending spill, in the file, and past the whole budget.
-TEST(HostTier, PutWithAndGetWithWorkInPlace) {
+// Entries adopted and shared without a copy: bytes where the tier keeps
+// them (memory, pending spill, file, past the whole budget), and a shared
+// reference that outlives its entry.
+TEST(HostTier, AdoptAndShareWorkInPlace) {
   test::TempDir dir;
   HostTierOptions o;
   o.budget_bytes = 100000;
   o.spill_dir = dir.path();
   HostTier tier(o);
-  const auto fill_with = [](const std::vector<uint8_t>& d) {
-    return [&d](void* dest) { std::memcpy(dest, d.data(), d.size()); };
+  const auto bytes_of = [](const std::vector<uint8_t>& d) {
+    HostBytes b = HostBytes::allocate(d.size());
+    std::memcpy(b.writable(), d.data(), d.size());
+    return b;
+  };
+  const auto seen = [](const HostBytes& b) {
+    const auto* p = static_cast<const uint8_t*>(b.data());
+    return std::vector<uint8_t>(p, p + b.len);
   };
   std::vector<std::vector<uint8_t>> data;
   for (int i = 0; i < 8; ++i) data.push_back(test::store_payload("w" + std::to_string(i), 1, 30000));
-  data.push_back(test::store_payload("w8", 1, 250000));  // over the budget: through a buffer to the file
-  for (size_t i = 0; i < data.size(); ++i) tier.put_with("w" + std::to_string(i), data[i].size(), fill_with(data[i]));
+  data.push_back(test::store_payload("w8", 1, 250000));  // over the budget: straight to the file
+  for (size_t i = 0; i < data.size(); ++i) tier.adopt("w" + std::to_string(i), bytes_of(data[i]));
   EXPECT_FALSE(tier.resident("w0"));
   EXPECT_TRUE(tier.resident("w7"));
   for (size_t i = 0; i < data.size(); ++i) {
-    std::vector<uint8_t> seen;
-    const size_t n = tier.get_with("w" + std::to_string(i), [&](const void* src, size_t len) {
-      seen.assign(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + len);
-    });
-    EXPECT_EQ(n, data[i].size());
-    EXPECT_EQ(seen, data[i]) << i;
+    const HostBytes b = tier.share("w" + std::to_string(i));
+    EXPECT_EQ(b.len, data[i].size());
+    EXPECT_EQ(seen(b), data[i]) << i;
   }
   EXPECT_GT(tier.stats().file_reads, 0);
-  // A fill that fails leaves no entry; a use that fails passes its error on.
-  EXPECT_THROW(tier.put_with("bad", 100, [](void*) { throw IoError("device copy failed", 0); }), IoError);
-  EXPECT_FALSE(tier.contains("bad"));
-  EXPECT_THROW(tier.get_with("w7", [](const void*, size_t) { throw IoError("device copy failed", 0); }), IoError);
-  EXPECT_TRUE(tier.contains("w7"));
-  EXPECT_THROW(tier.get_with("nothing", [](const void*, size_t) {}), InvalidInput);
+
+  // A shared reference stays readable after its entry is erased or spilled.
+  const HostBytes kept = tier.share("w7");
+  const HostBytes spilled = tier.share("w6");
+  tier.erase("w7");
+  for (int i = 0; i < 4; ++i) tier.put("more" + std::to_string(i), data[0].data(), data[0].size());
+  tier.sync();
+  EXPECT_FALSE(tier.resident("w6"));
+  EXPECT_EQ(seen(kept), data[7]);
+  EXPECT_EQ(seen(spilled), data[6]);
+  EXPECT_LE(tier.stats().peak_host_bytes, o.budget_bytes);
+
+  EXPECT_THROW(tier.adopt("null", HostBytes{nullptr, 10}), InvalidInput);
+  EXPECT_FALSE(tier.contains("null"));
+  EXPECT_THROW(tier.share("nothing"), InvalidInput);
 }
 
 TEST(HostTier, AFailedSpillKeepsTheEntryInMemory) {
@@ -131,18 +145,19 @@ struct RunResult {
   SwapStats swap;
 };
 
-RunResult train(const std::string& level) {
+RunResult train(const std::string& level, at::Device device = at::kCPU) {
   at::manual_seed(0);
   ModelOptions mo;
   mo.num_classes = 10;
   mo.image_size = 32;
   auto model = make_model("resnet18", mo);
+  model->to(device);
   const ConvertResult conv = convert(*model, level, 7);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   RunResult r;
   for (int step = 0; step < 3; ++step) {
     at::manual_seed(100 + step);
-    const at::Tensor x = model->example_input(6, 32);
+    const at::Tensor x = model->example_input(6, 32).to(device);
     const at::Tensor y = model->example_labels(x);
     opt.zero_grad();
     const at::Tensor loss = model->loss(x, model->forward(x), y);
@@ -151,7 +166,7 @@ RunResult train(const std::string& level) {
     conv.controller->step();
     r.losses.push_back(loss.item<double>());
   }
-  for (const auto& p : model->parameters()) r.params.push_back(p.detach().clone());
+  for (const auto& p : model->parameters()) r.params.push_back(p.detach().cpu());
   r.swap = conv.controller->swap_stats();
   return r;
 }
@@ -187,6 +202,27 @@ TEST(Swapping, L4TrainsExactlyLikeL3) {
   EXPECT_GT(mixed.swap.tier.spilled_bytes, 0);
   EXPECT_LT(mixed.swap.tier.spilled_bytes, mixed.swap.bytes_out);
   EXPECT_EQ(mixed.swap.tier.engine, "threads");
+}
+
+// On a GPU the copies overlap compute (copy stream, payloads in flight both
+// ways): what comes back must still be what went out. Compared with a
+// tolerance, not bitwise: some device kernels sum in a varying order, while
+// a payload read before its copy finished would be garbage.
+TEST(Swapping, L4TrainsLikeL3OnTheDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  const RunResult l3 = train("L3", at::kCUDA);
+  for (const std::string level : {"L4", "L4:prefetch=1", "L4:prefetch=8", "L4:host_budget=256K"}) {
+    SCOPED_TRACE(level);
+    const RunResult l4 = train(level, at::kCUDA);
+    ASSERT_EQ(l3.losses.size(), l4.losses.size());
+    for (size_t i = 0; i < l3.losses.size(); ++i) EXPECT_NEAR(l3.losses[i], l4.losses[i], 1e-4 * std::abs(l3.losses[i]));
+    for (size_t i = 0; i < l3.params.size(); ++i) EXPECT_TRUE(at::allclose(l3.params[i], l4.params[i], 1e-3, 1e-5)) << i;
+    EXPECT_GT(l4.swap.swapped_in, 0);
+    EXPECT_GT(l4.swap.device_prefetched + l4.swap.prefetched, 0);
+    EXPECT_EQ(l4.swap.tier.host_bytes, 0);
+  }
 }
 
 TEST(Swapping, LevelSwitchesParse) {

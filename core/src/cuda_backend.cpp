@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <new>
 
@@ -197,6 +198,19 @@ DeviceMemoryStats device_memory_stats(at::Device device) {
   return out;
 }
 
+int64_t device_total_bytes(at::Device device) {
+  const int index = cuda_index(device);
+  static std::mutex mu;
+  static std::map<int, int64_t> totals;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = totals.find(index); it != totals.end()) return it->second;
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+  size_t free_bytes = 0, total_bytes = 0;
+  const cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (err != cudaSuccess) throw Error(c10::str("device memory of ", device, ": CUDA error: ", cudaGetErrorString(err)));
+  return totals[index] = int64_t(total_bytes);
+}
+
 void reset_device_peaks(at::Device device) {
   const int index = cuda_index(device);
   if (const DeviceMemoryHooks* hooks = g_hooks.load()) return hooks->reset_peaks(index);
@@ -209,6 +223,9 @@ void release_device_cache(at::Device device) {
   c10::cuda::CUDACachingAllocator::emptyCache();
 }
 #else
+int64_t device_total_bytes(at::Device device) {
+  throw InvalidInput(c10::str("device memory of ", device, ": this build has no CUDA"));
+}
 DeviceMemoryStats device_memory_stats(at::Device device) {
   throw InvalidInput(c10::str("device memory statistics for ", device, ": this build has no CUDA"));
 }

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 
 namespace actkit {
@@ -90,6 +91,13 @@ int64_t parse_byte_size(const std::string& text) {
   return int64_t(std::llround(v * scale));
 }
 
+int64_t chunk_bytes_for(const LevelConfig& config, at::Device device) {
+  constexpr int64_t kCpuPiece = int64_t(16) << 20;
+  if (config.chunk_bytes != kChunkBytesAuto) return config.chunk_bytes;
+  if (!device.is_cuda()) return kCpuPiece;
+  return std::max(kCpuPiece, device_total_bytes(device) / 32);
+}
+
 LevelConfig level_preset(const std::string& name) {
   const std::string n = lower(name);
   LevelConfig c;
@@ -147,7 +155,7 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
       if (d != std::floor(d) || d < 0 || d > 64) throw InvalidInput(c10::str("level override prefetch=", v, ": expected 0..64"));
       c.prefetch = int(d);
     } else if (key == "chunk_bytes") {
-      c.chunk_bytes = parse_byte_size(v);
+      c.chunk_bytes = v == "auto" ? kChunkBytesAuto : parse_byte_size(v);
     } else if (key == "defrag") {
       c.defrag_allocator = parse_bool(key, v);
     } else if (key == "grads") {

@@ -74,11 +74,12 @@ struct SampleRange {
 
 // Pieces of whole samples, about equal, that split a batch of `samples`
 // so that each piece's working set (`bytes_per_sample` per sample) is at
-// most the layer's chunk_bytes; at least one sample each. A single piece
-// when the switch is 0 or everything fits. Working through a large batch
+// most the layer's chunk_bytes on `device` (chunk_bytes_for()); at least
+// one sample each. A single piece when the switch is 0 or everything fits. Working through a large batch
 // piece by piece keeps decoded copies and ATen workspaces from existing for
 // the whole batch next to the gradients (what bounds the batch at L4/L5).
-std::vector<SampleRange> pieces_of(const LayerHandle& layer, int64_t samples, int64_t bytes_per_sample);
+std::vector<SampleRange> pieces_of(const LayerHandle& layer, at::Device device, int64_t samples,
+                                   int64_t bytes_per_sample);
 
 // pieces_of() for a backward over `saved` (samples along dim 0; a single
 // piece for rank < 2): per sample, its decoded bytes plus

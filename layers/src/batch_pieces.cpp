@@ -4,8 +4,9 @@
 
 namespace actkit::detail {
 
-std::vector<SampleRange> pieces_of(const LayerHandle& layer, int64_t samples, int64_t bytes_per_sample) {
-  const int64_t chunk = layer.controller ? layer.controller->config().chunk_bytes : 0;
+std::vector<SampleRange> pieces_of(const LayerHandle& layer, at::Device device, int64_t samples,
+                                   int64_t bytes_per_sample) {
+  const int64_t chunk = layer.controller ? chunk_bytes_for(layer.controller->config(), device) : 0;
   if (chunk <= 0 || samples <= 1 || samples * bytes_per_sample <= chunk) return {{0, std::max<int64_t>(samples, 0)}};
   // Equal pieces rather than full ones plus a remainder: the same peak with
   // fewer, better-balanced ATen calls.
@@ -21,7 +22,7 @@ std::vector<SampleRange> backward_pieces(const LayerHandle& layer, const Compres
                                          int64_t extra_bytes_per_sample) {
   const std::vector<int64_t>& shape = saved.shape();
   if (shape.size() < 2) return {{0, 1}};
-  return pieces_of(layer, shape[0], bytes_per_sample(saved) + extra_bytes_per_sample);
+  return pieces_of(layer, saved.device(), shape[0], bytes_per_sample(saved) + extra_bytes_per_sample);
 }
 
 int64_t bytes_per_sample(const at::Tensor& t) {

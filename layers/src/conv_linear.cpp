@@ -65,7 +65,7 @@ struct ConvFunction : torch::autograd::Function<ConvFunction> {
     // Per sample: the input's workspace copy, the piece's output and its
     // workspace copy (the full output is not a temporary).
     const std::vector<SampleRange> pieces =
-        pieces_of(layer, x.dim() > 0 ? x.size(0) : 1, bytes_per_sample(x) + 2 * output_bytes_per_sample(x, w, p));
+        pieces_of(layer, x.device(), x.dim() > 0 ? x.size(0) : 1, bytes_per_sample(x) + 2 * output_bytes_per_sample(x, w, p));
     if (x.dim() < 2 || pieces.size() == 1) return run(x);
     at::Tensor y;
     for (const SampleRange& piece : pieces) {

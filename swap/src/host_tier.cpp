@@ -23,6 +23,10 @@ std::string spill_directory(const std::string& configured) {
 
 }  // namespace
 
+HostBytes HostBytes::allocate(size_t len) {
+  return {std::make_shared<const c10::DataPtr>(allocate_host(len)), len};
+}
+
 HostTier::HostTier(HostTierOptions options) : options_(std::move(options)) {
   if (options_.budget_bytes < -1) throw InvalidInput(c10::str("host tier budget must be >= -1, got ", options_.budget_bytes));
   if (options_.max_pending_spills == 0) options_.max_pending_spills = 1;
@@ -48,7 +52,7 @@ RecordStore& HostTier::store_locked() {
   return *store_;
 }
 
-void HostTier::insert_locked(const std::string& key, c10::DataPtr memory, size_t len) {
+void HostTier::insert_locked(const std::string& key, Memory memory, size_t len) {
   lru_.push_front(key);
   host_[key] = Item{std::move(memory), len, lru_.begin()};
 }
@@ -78,7 +82,7 @@ void HostTier::make_room_locked(size_t len) {
       s.key = key;
       s.len = it->second.len;
       s.memory = std::move(it->second.memory);
-      s.ticket = store_locked().write(key, s.memory.get(), s.len);
+      s.ticket = store_locked().write(key, s.memory->get(), s.len);
       lru_.pop_back();
       host_.erase(it);
       spilling_.push_back(std::move(s));
@@ -93,28 +97,26 @@ void HostTier::make_room_locked(size_t len) {
 
 void HostTier::put(const std::string& key, const void* data, size_t len) {
   if (len > 0 && data == nullptr) throw InvalidInput(c10::str("host tier put of '", key, "': no data"));
-  put_with(key, len, [&](void* dest) {
-    if (len > 0) std::memcpy(dest, data, len);
-  });
+  HostBytes bytes = HostBytes::allocate(len);
+  if (len > 0) std::memcpy(bytes.writable(), data, len);
+  adopt(key, std::move(bytes));
 }
 
-void HostTier::put_with(const std::string& key, size_t len, const std::function<void(void*)>& fill) {
+void HostTier::adopt(const std::string& key, HostBytes bytes) {
+  const size_t len = bytes.len;
+  if (len > 0 && bytes.data() == nullptr) throw InvalidInput(c10::str("host tier adopt of '", key, "': no memory"));
   std::lock_guard<std::mutex> lock(mu_);
   erase_locked(key);
   if (options_.budget_bytes >= 0 && int64_t(len) > options_.budget_bytes) {
-    // Larger than the whole budget: straight to the file, through a buffer.
-    c10::DataPtr staging = allocate_host(len);
-    fill(staging.get());
-    store_locked().put(key, staging.get(), len);
+    // Larger than the whole budget: straight to the file.
+    store_locked().put(key, bytes.data(), len);
     in_file_[key] = len;
     stats_.file_bytes += int64_t(len);
     stats_.spilled_bytes += int64_t(len);
     return;
   }
   make_room_locked(len);
-  c10::DataPtr memory = allocate_host(len);
-  fill(memory.get());
-  insert_locked(key, std::move(memory), len);
+  insert_locked(key, std::move(bytes.memory), len);
   stats_.host_bytes += int64_t(len);
   stats_.peak_host_bytes = std::max(stats_.peak_host_bytes, stats_.host_bytes);
 }
@@ -123,10 +125,10 @@ template <typename InMemory, typename InFile>
 size_t HostTier::find_locked(const std::string& key, InMemory in_memory, InFile in_file) {
   if (auto it = host_.find(key); it != host_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
-    return in_memory(it->second.memory.get(), it->second.len);
+    return in_memory(it->second.memory, it->second.len);
   }
   for (const Spill& s : spilling_) {
-    if (s.key == key) return in_memory(s.memory.get(), s.len);
+    if (s.key == key) return in_memory(s.memory, s.len);
   }
   auto f = in_file_.find(key);
   if (f == in_file_.end()) throw InvalidInput(c10::str("host tier has no entry '", key, "'"));
@@ -138,30 +140,30 @@ size_t HostTier::get(const std::string& key, void* into, size_t capacity) {
   std::lock_guard<std::mutex> lock(mu_);
   return find_locked(
       key,
-      [&](const void* src, size_t len) {
+      [&](const Memory& memory, size_t len) {
         if (capacity < len) {
           throw InvalidInput(c10::str("host tier get of '", key, "': buffer of ", capacity, " bytes for ", len));
         }
-        if (len > 0) std::memcpy(into, src, len);
+        if (len > 0) std::memcpy(into, memory->get(), len);
         return len;
       },
       [&](size_t) { return store_->wait(store_->read(key, into, capacity)); });
 }
 
-size_t HostTier::get_with(const std::string& key, const std::function<void(const void*, size_t)>& use) {
+HostBytes HostTier::share(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  return find_locked(
+  HostBytes out;
+  out.len = find_locked(
       key,
-      [&](const void* src, size_t len) {
-        use(src, len);
+      [&](const Memory& memory, size_t len) {
+        out.memory = memory;
         return len;
       },
       [&](size_t len) {
-        c10::DataPtr staging = allocate_host(len);  // the tier's kind of memory: page-locked with CUDA
-        const size_t got = store_->wait(store_->read(key, staging.get(), len));
-        use(staging.get(), got);
-        return got;
+        out = HostBytes::allocate(len);
+        return store_->wait(store_->read(key, out.writable(), len));
       });
+  return out;
 }
 
 void HostTier::prefetch(const std::vector<std::string>& keys) {

@@ -40,6 +40,10 @@ struct DeviceMemoryHooks {
 };
 void set_device_memory_hooks(const DeviceMemoryHooks* hooks);
 
+// Total memory of a CUDA device (the driver's figure, read once per device).
+// Throws InvalidInput for a CPU device or a CUDA-less build.
+int64_t device_total_bytes(at::Device device);
+
 // Statistics of a CUDA device. Throws InvalidInput for a CPU device or a
 // CUDA-less build.
 DeviceMemoryStats device_memory_stats(at::Device device);

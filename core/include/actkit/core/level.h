@@ -9,6 +9,8 @@
 //   L5  L4 + defragmenting allocator
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +25,9 @@ enum class GradientMemory {
   kKeep,  // allocated once, zeroed in place after each step
   kAuto,  // keep while a step saves at least as many compressed bytes as the gradients take, else drop
 };
+
+// LevelConfig::chunk_bytes: sized per device (see chunk_bytes_for()).
+constexpr int64_t kChunkBytesAuto = -1;
 
 struct LevelConfig {
   std::string level = "L0";     // the preset this started from
@@ -41,8 +46,9 @@ struct LevelConfig {
   // backward decodes a piece of the saved activation, computes that piece's
   // gradients and moves on; convolutions also run forward in pieces. A
   // piece's working set stays at most this many bytes, so no decoded copy
-  // or workspace exists for the whole batch; 0 = the whole batch at once.
-  int64_t chunk_bytes = int64_t(16) << 20;
+  // or workspace exists for the whole batch; 0 = the whole batch at once;
+  // kChunkBytesAuto = chunk_bytes_for() decides per device.
+  int64_t chunk_bytes = kChunkBytesAuto;
   bool defrag_allocator = false;
   // How parameter gradients live between steps; Controller::reset_gradients
   // applies it (core/gradients.h has the rule).
@@ -54,6 +60,13 @@ struct LevelConfig {
   }
 };
 
+// The piece size compressed layers on `device` use under `config`: its
+// chunk_bytes when set; for kChunkBytesAuto 16 MiB on the CPU (pieces that
+// stay in cache) and 1/32 of the device's memory on CUDA (at least 16 MiB),
+// where kernels want whole batches and only batches near the memory limit
+// need splitting. Throws what device_total_bytes() throws.
+int64_t chunk_bytes_for(const LevelConfig& config, at::Device device);
+
 // The preset for "L0".."L5" (case-insensitive). Throws InvalidInput for an
 // unknown name.
 LevelConfig level_preset(const std::string& name);
@@ -63,7 +76,7 @@ LevelConfig level_preset(const std::string& name);
 // without it), group_size, conv, linear, norm,
 // activation, mixed_precision (true/false/1/0), swap (none|host|file),
 // host_budget (a size, e.g. 512M), swap_dir (a directory), prefetch
-// (0..64), chunk_bytes (a size; 0 = whole batch), defrag (true/false),
+// (0..64), chunk_bytes (a size, 0 = whole batch, or auto), defrag (true/false),
 // grads (keep|drop|auto). Throws InvalidInput naming the bad override.
 LevelConfig with_overrides(LevelConfig config, const std::vector<std::string>& overrides);
 

@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -40,6 +39,18 @@ struct HostTierStats {
   std::string engine;           // the spill engine ("" until the first spill)
 };
 
+// Bytes of one entry; see HostTier::share() and adopt().
+struct HostBytes {
+  std::shared_ptr<const c10::DataPtr> memory;
+  size_t len = 0;
+  // `len` bytes of new memory of the tier's kind (allocate_host: page-locked
+  // with CUDA), to fill through writable() before adopt(). Throws
+  // std::bad_alloc.
+  static HostBytes allocate(size_t len);
+  const void* data() const { return memory ? memory->get() : nullptr; }
+  void* writable() const { return memory ? memory->get() : nullptr; }
+};
+
 class HostTier {
  public:
   // Throws InvalidInput for a budget below -1.
@@ -52,20 +63,22 @@ class HostTier {
   // Throws IoError if a spill fails; the entry that failed to spill stays in
   // host memory.
   void put(const std::string& key, const void* data, size_t len);
-  // put() with the bytes written by `fill(dest)` straight into the entry's
-  // memory (a device-to-host copy into page-locked memory, say): no copy in
-  // between. `fill` runs under the tier's lock and must not call the tier;
-  // if it throws, `key` has no entry afterwards and the exception passes.
-  void put_with(const std::string& key, size_t len, const std::function<void(void*)>& fill);
+  // Makes `bytes` (already written; memory from allocate_host, so device
+  // copies can use it in place) `key`'s entry without a copy, replacing an
+  // older one. The caller may keep its reference but must not write through
+  // it. Throws InvalidInput for null memory with len > 0, IoError if a spill
+  // fails (the entry that failed to spill stays in host memory; `key` then
+  // has no entry, and the caller still holds `bytes`).
+  void adopt(const std::string& key, HostBytes bytes);
   // Copies `key`'s bytes to into[0, capacity) and returns their count.
   // Throws InvalidInput for a missing key or a small buffer, IoError /
   // FormatError when the spill file cannot give them back.
   size_t get(const std::string& key, void* into, size_t capacity);
-  // Hands `key`'s bytes to `use(src, len)` where they lie (a spilled entry
-  // is first read into a buffer of the tier's kind of memory) and returns
-  // len; `use` runs under the tier's lock and must not call the tier. Throws
-  // as get() does, and whatever `use` throws.
-  size_t get_with(const std::string& key, const std::function<void(const void*, size_t)>& use);
+  // `key`'s bytes where they lie, readable for as long as the result is
+  // held, whatever happens to the entry meanwhile (replaced, erased,
+  // spilled). A spilled entry is read into new memory of the tier's kind
+  // (page-locked with CUDA) and stays in the file. Throws as get() does.
+  HostBytes share(const std::string& key);
   // Starts reading spilled `keys` from the file; resident keys are skipped.
   void prefetch(const std::vector<std::string>& keys);
   // Forgets `key` (missing keys are ignored).
@@ -77,19 +90,21 @@ class HostTier {
   HostTierStats stats() const;
 
  private:
+  // Shared, so share() can hand it out beyond the entry's life.
+  using Memory = std::shared_ptr<const c10::DataPtr>;
   struct Item {
-    c10::DataPtr memory;
+    Memory memory;
     size_t len = 0;
     std::list<std::string>::iterator lru;
   };
   struct Spill {
     std::string key;
     IoTicket ticket = 0;
-    c10::DataPtr memory;
+    Memory memory;
     size_t len = 0;
   };
 
-  // Calls in_memory(src, len) for an entry in host memory (or pending
+  // Calls in_memory(memory, len) for an entry in host memory (or pending
   // spill), in_file(len) for one in the spill file; returns what it returns.
   template <typename InMemory, typename InFile>
   size_t find_locked(const std::string& key, InMemory in_memory, InFile in_file);
@@ -97,7 +112,7 @@ class HostTier {
   void finish_oldest_spill_locked();
   RecordStore& store_locked();
   void erase_locked(const std::string& key);
-  void insert_locked(const std::string& key, c10::DataPtr memory, size_t len);
+  void insert_locked(const std::string& key, Memory memory, size_t len);
 
   HostTierOptions options_;
   mutable std::mutex mu_;
