@@ -10,6 +10,8 @@ root=$PWD
 step() { printf '\n== %s\n' "$*"; }
 
 step "setup and build"
+# Free disk first: the builds below need a few GB, and a full disk shows up as a compiler error.
+df -h --output=avail,target . | sed 's/^/disk: /'
 bash scripts/setup.sh
 
 step "unit tests"
