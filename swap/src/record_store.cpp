@@ -1,5 +1,7 @@
 #include "actkit/swap/record_store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <c10/util/StringUtil.h>
@@ -7,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
@@ -18,7 +21,8 @@ constexpr uint64_t kMagic = 0x44524f4345524b41ull;  // "AKRECORD", little-endian
 constexpr uint16_t kVersion = 1;
 constexpr uint16_t kTombstone = 1;
 constexpr size_t kHeaderBytes = 64;
-constexpr size_t kMaxKey = 4000;  // a tombstone (header + key) fits one 4 KiB block
+constexpr size_t kMaxKey = 4000;         // a tombstone (header + key) fits one 4 KiB block
+constexpr size_t kScanWindow = 8 << 20;  // recovery reads the file in pieces this large
 
 // On-disk header, little-endian (every supported target is).
 struct RecordHeader {
@@ -55,6 +59,28 @@ void check_key(const std::string& key) {
   }
 }
 
+// A header the recovery scan found, while the CRC of its key and payload
+// is summed over the windows the body spans.
+struct ScannedRecord {
+  uint64_t offset = 0;    // of the header
+  uint64_t body_end = 0;  // one past the payload's last byte
+  uint64_t next = 0;      // next body byte to sum
+  uint32_t crc = 0;
+  RecordHeader header{};
+  std::string key;
+};
+
+// Sums the part of `r`'s body inside window[0, len), which holds the file
+// from `base` on. True when the whole body has been summed.
+bool sum_body(ScannedRecord& r, const uint8_t* window, uint64_t base, uint64_t len) {
+  const uint64_t to = std::min(r.body_end, base + len);
+  if (r.next < to) {
+    r.crc = crc32c(window + (r.next - base), to - r.next, r.crc);
+    r.next = to;
+  }
+  return r.next == r.body_end;
+}
+
 // pread until `len` bytes or end of file; returns the bytes read.
 size_t read_fully(const IoFile& f, uint8_t* into, size_t len, uint64_t offset) {
   size_t got = 0;
@@ -68,10 +94,38 @@ size_t read_fully(const IoFile& f, uint8_t* into, size_t len, uint64_t offset) {
   return got;
 }
 
+void sync_file(const IoFile& f) {
+  if (::fdatasync(f.fd()) != 0) {
+    throw IoError(c10::str("fdatasync of ", f.path(), " failed: ", std::strerror(errno)), errno);
+  }
+}
+
+// Opens the store file. A file just created is not durable until its
+// directory entry is: a power loss could otherwise take the whole file,
+// flushed records and all.
+IoFile open_store_file(const std::string& path) {
+  struct stat st {};
+  const bool existed = ::stat(path.c_str(), &st) == 0;
+  IoFile f = IoFile::open(path, /*create=*/true);
+  if (existed) return f;
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw IoError(c10::str("cannot open directory ", dir, ": ", std::strerror(errno)), errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // EINVAL: the file system has no way to sync a directory (and so nothing to lose).
+  if (rc != 0 && err != EINVAL) {
+    throw IoError(c10::str("fsync of directory ", dir, " failed: ", std::strerror(err)), err);
+  }
+  return f;
+}
+
 }  // namespace
 
 RecordStore::RecordStore(const std::string& path, std::shared_ptr<IoEngine> engine)
-    : engine_(std::move(engine)), file_(IoFile::open(path, /*create=*/true)) {
+    : engine_(std::move(engine)), file_(open_store_file(path)) {
   if (!engine_) throw InvalidInput("RecordStore needs an I/O engine");
   recover();
   file_id_ = engine_->add_file(file_.fd(), file_.direct(), file_.path());
@@ -95,38 +149,94 @@ RecordStore::~RecordStore() {
   engine_->remove_file(file_id_);
 }
 
+// Every 4 KiB block may begin a record, whatever the blocks before it say.
+// Skipping ahead by the length a header claims is wrong: best fit reuses the
+// start of a replaced record's space for smaller records, and when the write
+// that would have covered the old header never landed (a kill, a failed
+// write), that header, its CRC still good, claims newer records as its own.
 void RecordStore::recover() {
   const uint64_t size = file_.size();
-  AlignedBuffer block(kIoAlignment);
+  std::vector<ScannedRecord> intact;
   std::vector<TornRecord> torn;
-  uint64_t off = 0;
-  while (off + kHeaderBytes <= size) {
-    RecordHeader h{};
-    if (read_fully(file_, block.data(), kIoAlignment, off) < kHeaderBytes || !parse_header(block.data(), &h)) {
-      off += kIoAlignment;  // free space or a header that never made it
+  if (size > 0) {
+    // One pass over the file in large reads; a body longer than what is left
+    // of a window is summed on across the following ones.
+    AlignedBuffer window(std::min<uint64_t>(kScanWindow, round_up_io(size)));
+    std::vector<ScannedRecord> spanning;
+    auto finish = [&](ScannedRecord& r) {
+      if (r.crc == r.header.body_crc) {
+        intact.push_back(std::move(r));
+      } else {
+        torn.push_back({r.offset, std::move(r.key), r.header.sequence, false, "checksum mismatch"});
+      }
+    };
+    for (uint64_t base = 0; base < size; base += window.size()) {
+      const uint64_t len = read_fully(file_, window.data(), window.size(), base);
+      const uint8_t* w = window.data();
+      for (auto it = spanning.begin(); it != spanning.end();) {
+        if (!sum_body(*it, w, base, len)) {
+          ++it;
+          continue;
+        }
+        finish(*it);
+        it = spanning.erase(it);
+      }
+      for (uint64_t off = base; off + kHeaderBytes <= base + len; off += kIoAlignment) {
+        ScannedRecord r;
+        if (!parse_header(w + (off - base), &r.header)) continue;  // free space, a block of some payload
+        const RecordHeader& h = r.header;
+        sequence_ = std::max(sequence_, h.sequence);
+        r.offset = off;
+        r.key.assign(reinterpret_cast<const char*>(w + (off - base) + kHeaderBytes),
+                     std::min<uint64_t>(h.key_len, base + len - off - kHeaderBytes));
+        if (h.key_len + h.payload_len > size - off - kHeaderBytes) {
+          torn.push_back({off, std::move(r.key), h.sequence, false, "file ends inside the record"});
+          continue;
+        }
+        r.body_end = off + kHeaderBytes + h.key_len + h.payload_len;
+        r.next = off + kHeaderBytes;
+        if (sum_body(r, w, base, len)) {
+          finish(r);
+        } else {
+          spanning.push_back(std::move(r));
+        }
+      }
+      if (len < window.size()) break;  // the file ended early (it shrank under us)
+    }
+    for (ScannedRecord& r : spanning) {
+      torn.push_back({r.offset, std::move(r.key), r.header.sequence, false, "file ends inside the record"});
+    }
+  }
+
+  // A record is written only into space that is free at the time, so of two
+  // intact records that overlap, the older was already replaced (or erased,
+  // or discarded) when the newer was placed: its bytes outlived it only
+  // because the newer one left them as they were. Newest first, keep what
+  // overlaps nothing kept; the first kept record of a key is its current one.
+  std::sort(intact.begin(), intact.end(),
+            [](const ScannedRecord& a, const ScannedRecord& b) { return a.header.sequence > b.header.sequence; });
+  std::map<uint64_t, uint64_t> kept;  // offset -> end of the records kept, disjoint
+  for (ScannedRecord& r : intact) {
+    const RecordHeader& h = r.header;
+    const uint64_t length = extent_for(h.key_len, h.payload_len);
+    auto next = kept.lower_bound(r.offset);
+    const bool hits_next = next != kept.end() && next->first < r.offset + length;
+    const bool hits_prev = next != kept.begin() && std::prev(next)->second > r.offset;
+    if (hits_next || hits_prev) {
+      torn.push_back({r.offset, std::move(r.key), h.sequence, false, "overlaps a newer record"});
       continue;
     }
-    std::string key(reinterpret_cast<const char*>(block.data()) + kHeaderBytes,
-                     std::min<size_t>(h.key_len, kIoAlignment - kHeaderBytes));
-    const uint64_t length = extent_for(h.key_len, h.payload_len);
-    if (kHeaderBytes + h.key_len + h.payload_len > size - off) {
-      torn.push_back({off, key, h.sequence, false, "file ends inside the record"});
-      break;  // everything after this header was this record
-    }
-    AlignedBuffer image(length);
-    read_fully(file_, image.data(), length, off);
-    key.assign(reinterpret_cast<const char*>(image.data()) + kHeaderBytes, h.key_len);
-    if (crc32c(image.data() + kHeaderBytes, h.key_len + h.payload_len) != h.body_crc) {
-      torn.push_back({off, key, h.sequence, false, "checksum mismatch"});
-    } else {
-      Entry e{{off, length}, h.payload_len, h.sequence, (h.flags & kTombstone) != 0};
-      auto it = index_.find(key);
-      if (it == index_.end() || it->second.sequence < e.sequence) index_[key] = e;
-    }
-    sequence_ = std::max(sequence_, h.sequence);
-    off += length;
+    kept.emplace(r.offset, r.offset + length);
+    const bool tombstone = (h.flags & kTombstone) != 0;
+    index_.emplace(std::move(r.key), Entry{{r.offset, length}, h.payload_len, h.sequence, tombstone, 0});
   }
-  // Space not held by a winning record is free.
+
+  // What the scan found may still be only in the page cache (the last writer
+  // was killed before it flushed). Make it durable before handing out the
+  // space of anything it replaced, as flush() would.
+  if (size > 0) sync_file(file_);
+
+  // Space not held by a current record is free; current records never overlap.
   std::vector<Extent> used;
   for (auto& [key, e] : index_) used.push_back(e.extent);
   std::sort(used.begin(), used.end(), [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
@@ -137,6 +247,7 @@ void RecordStore::recover() {
   }
   end_ = std::max(cursor, round_up_io(size));
   if (end_ > cursor) release_locked({cursor, end_ - cursor});
+  std::sort(torn.begin(), torn.end(), [](const TornRecord& a, const TornRecord& b) { return a.offset < b.offset; });
   for (TornRecord& t : torn) {
     auto it = index_.find(t.key);
     t.superseded = it != index_.end() && it->second.sequence > t.sequence;
@@ -159,6 +270,15 @@ RecordStore::Extent RecordStore::allocate_locked(uint64_t length) {
 }
 
 void RecordStore::release_locked(Extent e) { free_.release(e.offset, e.length); }
+
+void RecordStore::retire_locked(const Entry& e) {
+  if (e.written_in == flush_epoch_) {
+    release_locked(e.extent);  // no flush() has begun since it was written
+    return;
+  }
+  pending_free_.push_back(e.extent);
+  pending_free_bytes_ += e.extent.length;
+}
 
 IoTicket RecordStore::write(const std::string& key, const void* data, size_t len) {
   check_key(key);
@@ -296,12 +416,13 @@ size_t RecordStore::wait(IoTicket ticket) {
       --stats_.records;
       stats_.payload_bytes -= int64_t(it->second.payload_len);
     }
-    release_locked(it->second.extent);
+    retire_locked(it->second);
   }
   if (!op.entry.tombstone) {
     ++stats_.records;
     stats_.payload_bytes += int64_t(op.entry.payload_len);
   }
+  op.entry.written_in = flush_epoch_;
   index_[op.key] = op.entry;
   return 0;
 }
@@ -343,6 +464,13 @@ bool RecordStore::contains(const std::string& key) const {
   return it != index_.end() && !it->second.tombstone;
 }
 
+std::pair<uint64_t, uint64_t> RecordStore::extent_of(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end() || it->second.tombstone) throw InvalidInput(c10::str("no record '", key, "' in ", path()));
+  return {it->second.extent.offset, it->second.extent.length};
+}
+
 size_t RecordStore::size_of(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(key);
@@ -380,14 +508,34 @@ void RecordStore::discard(const std::string& key) {
     --stats_.records;
     stats_.payload_bytes -= int64_t(it->second.payload_len);
   }
-  release_locked(it->second.extent);
+  retire_locked(it->second);
   index_.erase(it);
 }
 
 void RecordStore::flush() {
-  if (::fdatasync(file_.fd()) != 0) {
-    throw IoError(c10::str("fdatasync of ", path(), " failed: ", std::strerror(errno)), errno);
+  // Writes completed before this point are what the sync covers, and from
+  // now on their records count as flushed (should it fail, that only holds
+  // their space longer). Space released from now on waits for the next
+  // sync: this one may miss the replacements that released it.
+  std::vector<Extent> released;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    released.swap(pending_free_);
+    pending_free_bytes_ = 0;
+    ++flush_epoch_;
   }
+  try {
+    sync_file(file_);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Extent& e : released) {
+      pending_free_.push_back(e);
+      pending_free_bytes_ += e.length;
+    }
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Extent& e : released) release_locked(e);
 }
 
 RecordStoreStats RecordStore::stats() const {
@@ -395,6 +543,7 @@ RecordStoreStats RecordStore::stats() const {
   RecordStoreStats s = stats_;
   s.file_bytes = int64_t(end_);
   s.free_bytes = int64_t(free_.free_bytes());
+  s.pending_free_bytes = int64_t(pending_free_bytes_);
   return s;
 }
 
