@@ -13,6 +13,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libopenblas0-pthread
   dataset-fashion-mnist fio
+  python3-torchvision  # the oracle tests: the zoo against torchvision (tests/oracle)
 )
 missing=()
 for p in "${packages[@]}"; do

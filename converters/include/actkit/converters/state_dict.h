@@ -3,6 +3,7 @@
 #pragma once
 
 #include <torch/nn.h>
+#include <torch/ordered_dict.h>
 
 #include <string>
 #include <vector>
@@ -14,17 +15,30 @@ namespace actkit {
 // be written.
 void save_state_dict(const torch::nn::Module& module, const std::string& path);
 
+// The {name: tensor} entries of a torch.save file, in the file's order, as
+// CPU tensors. Reads what Python's torch.save writes for
+// `model.state_dict()` (a collections.OrderedDict; its `_metadata` attribute,
+// module versions for Python's loading hooks, is read past and dropped), for
+// a plain dict of tensors, and what save_state_dict writes. Tensors may be
+// views of one storage, as in the file. Throws actkit::FormatError for a file
+// that cannot be opened, is not a torch.save zip archive (the message says
+// when it is the legacy pre-1.6 format), holds anything but a {str: tensor}
+// dict, or is truncated or inconsistent; it never reads outside the file's
+// records (docs/formats.md, "State dicts").
+torch::OrderedDict<std::string, at::Tensor> read_state_dict(const std::string& path);
+
 struct LoadReport {
   std::vector<std::string> missing;     // in the module, not in the file
   std::vector<std::string> unexpected;  // in the file, not in the module
   size_t loaded = 0;
 };
 
-// Copies the tensors of a state-dict file into `module`'s parameters and
-// buffers of the same name (values are copied; storage is unchanged, so a
-// converted model stays shared). With `strict`, missing or unexpected names
-// throw. Throws actkit::FormatError for an unreadable file, a file that is
-// not a {str: tensor} dict, or a shape mismatch (naming the tensor).
+// Copies the tensors of a state-dict file (any file read_state_dict reads)
+// into `module`'s parameters and buffers of the same name (values are copied;
+// storage is unchanged, so a converted model stays shared). With `strict`,
+// missing or unexpected names throw. Throws actkit::FormatError for what
+// read_state_dict rejects, or a shape mismatch (naming the tensor); the
+// module is untouched when the file is rejected.
 LoadReport load_state_dict(torch::nn::Module& module, const std::string& path, bool strict = true);
 
 }  // namespace actkit
