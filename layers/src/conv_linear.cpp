@@ -42,11 +42,8 @@ struct ConvFunction : torch::autograd::Function<ConvFunction> {
                             const std::shared_ptr<GradientSink>& sink) {
     at::Tensor y = piecewise_forward(x, w, b, p, layer);
     save_object(ctx, "sink", sink);
-    // ActNN App. B: a convolution's sensitivity carries K / (I * A) with K
-    // kernel positions, I output positions and A groups.
-    const double k = double(product(w.sizes().slice(2)));
-    const double i = double(std::max<int64_t>(1, product(y.sizes().slice(2))));
-    save_activation(ctx, "x", layer.controller->save(layer.id, x, k / (i * double(p.groups))));
+    save_activation(ctx, "x",
+                    layer.controller->save(layer.id, x, conv_sensitivity_scale(x.sizes(), w.sizes(), p.groups)));
     save_object(ctx, "params", p);
     save_object(ctx, "layer", layer);
     ctx->saved_data["has_bias"] = defined(b);
@@ -179,9 +176,11 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
 struct MatMulFunction : torch::autograd::Function<MatMulFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, const LayerHandle& layer) {
     at::Tensor y = at::matmul(a, b);
-    // When a and b are the same tensor the controller shares one payload.
-    save_activation(ctx, "a", layer.controller->save(layer.id, a));
-    save_activation(ctx, "b", layer.controller->save(layer.id, b));
+    // Two budgets (slots 0 and 1): the operands differ in size (attention's
+    // p is T/d times v). When a and b are the same tensor the controller
+    // shares one payload.
+    save_activation(ctx, "a", layer.controller->save(layer.id, a, 1.0, /*slot=*/0));
+    save_activation(ctx, "b", layer.controller->save(layer.id, b, 1.0, /*slot=*/1));
     save_object(ctx, "layer", layer);
     save_tensors(ctx);
     return y;
@@ -198,6 +197,20 @@ struct MatMulFunction : torch::autograd::Function<MatMulFunction> {
 };
 
 }  // namespace
+
+double conv_sensitivity_scale(at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes, int64_t groups) {
+  const size_t spatial = weight_sizes.size() < 3 ? 0 : weight_sizes.size() - 2;
+  // Batched (N, C, spatial...) or unbatched (C, spatial...) input.
+  if (spatial == 0 || input_sizes.size() < spatial + 1 || input_sizes.size() > spatial + 2 || groups < 1) {
+    throw InvalidInput(c10::str("conv_sensitivity_scale: needs a weight of rank >= 3, an input with as many spatial "
+                                "dims and groups >= 1, got ", input_sizes, ", ", weight_sizes, ", ", groups));
+  }
+  // K: the kernel's positions. I: the input's positions, also for a
+  // transposed convolution (a convolution with stride 1/s over its input).
+  const double k = double(product(weight_sizes.slice(2)));
+  const double i = double(std::max<int64_t>(1, product(input_sizes.slice(input_sizes.size() - spatial))));
+  return k / (i * double(groups));
+}
 
 at::Tensor qconvolution(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                         const ConvParams& params, const LayerHandle& layer) {

@@ -42,6 +42,7 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
     }
     save_object(ctx, "layer", layer);
     ctx->saved_data["eps"] = eps;
+    ctx->saved_data["has_bias"] = defined(bias);
     save_tensors(ctx, {or_undefined(weight), mean, invstd});
     return y;
   }
@@ -52,8 +53,11 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
     const LayerHandle& layer = begin_backward(ctx, g);
     const CompressedTensor x = load_saved(ctx, "x");
     const at::Tensor& weight = saved[0];
+    // needs_input_grad counts tensor arguments only: x, then weight and bias
+    // when present. The bias gradient does not depend on the weight.
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
     const std::array<bool, 3> mask{ctx->needs_input_grad(0), weight.defined() && ctx->needs_input_grad(1),
-                                   weight.defined() && ctx->needs_input_grad(2)};
+                                   has_bias && ctx->needs_input_grad(weight.defined() ? 2 : 1)};
     // Each piece is decoded and turned into its gradient in place.
     const std::vector<SampleRange> pieces = backward_pieces(layer, x, 0);
     if (pieces.size() == 1) {

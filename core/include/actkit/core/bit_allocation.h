@@ -1,4 +1,4 @@
-// Fine-grained mixed precision (design.md 4.3; ActNN 4.2-4.3): choose bits
+// Fine-grained mixed precision (ActNN Sec. 4.2-4.3): choose bits
 // b_i in 1..8 for items i (a sample at a layer) to minimize the gradient
 // variance sum_i w_i / B_i^2, with B_i = 2^b_i - 1, under a bit budget
 // sum_i D_i * b_i <= budget.

@@ -1,4 +1,4 @@
-// Compressed autograd operations (design.md 4.2): each computes exactly what
+// Compressed autograd operations (ActNN Sec. 5.1): each computes exactly what
 // the plain ATen op computes in forward, but saves a compressed copy of what
 // backward needs, and computes backward from it with public ATen ops
 // (at::convolution_backward, at::native_batch_norm_backward, ...), so it
@@ -30,6 +30,14 @@ struct ConvParams {
 // quantized input.
 at::Tensor qconvolution(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                         const ConvParams& params, const LayerHandle& layer);
+
+// The factor K / (I * A) of a convolution's per-sample sensitivity (ActNN
+// App. B.1): K positions of the kernel (weight dims 2..), I positions of the
+// feature map X the layer saves -- its input, for transposed convolutions
+// too -- and A groups. `input_sizes` is (N, C, spatial...) or unbatched
+// (C, spatial...). Throws InvalidInput for a weight of rank < 3, an input
+// whose spatial rank differs, or groups < 1.
+double conv_sensitivity_scale(at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes, int64_t groups);
 
 // y = x W^T + b for x of any rank >= 1; saves the quantized input.
 at::Tensor qlinear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
@@ -63,8 +71,10 @@ at::Tensor qrelu6(const at::Tensor& x, const LayerHandle& layer);
 // GELU ("none" or "tanh") and SiLU; save the quantized input.
 at::Tensor qgelu(const at::Tensor& x, const std::string& approximate, const LayerHandle& layer);
 at::Tensor qsilu(const at::Tensor& x, const LayerHandle& layer);
-// Training-mode dropout with the same random stream as at::dropout; saves a
-// 1-bit mask.
+// Training-mode dropout; saves a 1-bit mask. Draws its mask the way
+// at::dropout does on the CPU (bernoulli_ on an input-shaped tensor), so one
+// seed gives the plain layer's mask there; on CUDA at::dropout runs the
+// fused native_dropout, whose mask differs (same distribution).
 at::Tensor qdropout(const at::Tensor& x, double p, const LayerHandle& layer);
 // Softmax along `dim`; saves the quantized output.
 at::Tensor qsoftmax(const at::Tensor& x, int64_t dim, const LayerHandle& layer);

@@ -53,7 +53,6 @@ class QModuleBase : public torch::nn::Module {
 
   // The wrapped LibTorch module.
   const std::shared_ptr<Inner>& inner() const { return inner_; }
-  const LayerHandle& layer() const { return layer_; }
   // Whether forward(x) would save compressed context.
   bool compresses(const at::Tensor& x) const {
     if (!is_training() || !supported() || !layer_.compresses(kind_) || !at::GradMode::is_enabled()) return false;
