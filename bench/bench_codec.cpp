@@ -6,7 +6,7 @@
 
 #include "actkit/core/bitfield_codecs.h"
 #include "actkit/core/pergroup_codec.h"
-#include "codec_bench.h"
+#include "actkit/bench/codec_bench.h"
 
 namespace {
 

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "actkit/core/errors.h"
-#include "alloc_bench.h"
-#include "codec_bench.h"
-#include "host_transfer_bench.h"
-#include "swap_bench.h"
+#include "actkit/bench/alloc_bench.h"
+#include "actkit/bench/codec_bench.h"
+#include "actkit/bench/host_transfer_bench.h"
+#include "actkit/bench/swap_bench.h"
 #include "cli_util.h"
 #include "commands.h"
 
@@ -177,6 +177,7 @@ void run_host(const HostArgs& a) {
   row("host tier memory, chunks", r.pinned_chunks);
   row("pageable memory, chunks", r.pageable_chunks);
   row("L4 swapper (stash / load)", r.swapper);
+  if (!r.verified) fmt::print("WARNING: a path changed the bytes it moved\n");
   fmt::print("\nL4 swapper vs chunk copies into host tier memory: {:.2f}x out, {:.2f}x in\n",
              r.swapper.to_host_gbps / r.pinned_chunks.to_host_gbps,
              r.swapper.to_device_gbps / r.pinned_chunks.to_device_gbps);
@@ -189,7 +190,8 @@ void run_host(const HostArgs& a) {
                              {"pinned_whole", to_json(r.pinned_whole)},
                              {"pinned_chunks", to_json(r.pinned_chunks)},
                              {"pageable_chunks", to_json(r.pageable_chunks)},
-                             {"swapper", to_json(r.swapper)}});
+                             {"swapper", to_json(r.swapper)},
+                             {"verified", r.verified}});
   }
 }
 

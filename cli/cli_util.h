@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actkit/core/errors.h"
+#include "actkit/models/zoo.h"
 
 namespace actkit::cli {
 
@@ -25,9 +26,8 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 // Zoo models that take token sequences (--seq-len) rather than images.
-inline bool is_token_model(const std::string& model) {
-  return model.rfind("gpt2", 0) == 0 || model.rfind("bert", 0) == 0;
-}
+// Throws InvalidInput for an unknown model.
+inline bool is_token_model(const std::string& model) { return find_model(model).input == InputKind::kTokens; }
 
 // The input length a command runs `model` at: --seq-len for token models,
 // --image-size otherwise (0 = not given, use the default). Throws

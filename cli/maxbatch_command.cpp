@@ -7,14 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include "actkit/allocator/block_allocator.h"
-#include "actkit/allocator/cuda_allocator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "maxbatch_bench.h"
+#include "actkit/app/maxbatch_search.h"
 #include "self_process.h"
-#include "svg_plot.h"
+#include "actkit/app/process.h"
+#include "actkit/app/svg_plot.h"
 
 namespace actkit::cli {
 namespace {
@@ -36,24 +36,26 @@ struct MaxBatchArgs {
   bool child = false;          // run by a parent maxbatch: probe lines only
 };
 
-void write_plot(const std::string& path, const std::string& title, const std::vector<bench::MaxBatchResult>& results) {
+void write_plot(const std::string& path, const std::string& title, const std::vector<app::MaxBatchResult>& results) {
   const bool svg = path.size() > 4 && path.substr(path.size() - 4) == ".svg";
   const bool png = path.size() > 4 && path.substr(path.size() - 4) == ".png";
   if (!svg && !png) throw InvalidInput("maxbatch: --plot must end in .svg or .png");
-  std::vector<bench::PlotSeries> series;
+  std::vector<app::PlotSeries> series;
   for (const auto& r : results) {
-    bench::PlotSeries s{r.level, {}};
+    app::PlotSeries s{r.level, {}};
     for (const auto& p : r.probes) {
       if (p.fits) s.points.emplace_back(double(p.batch), double(p.batch) / p.step_seconds);
     }
     series.push_back(std::move(s));
   }
   const std::string svg_path = svg ? path : path + ".svg";
-  bench::write_svg_line_plot(svg_path, title, "batch size", "throughput (samples/s)", series);
+  app::write_svg_line_plot(svg_path, title, "batch size", "throughput (samples/s)", series);
   if (png) {
     // PNG through rsvg-convert or ImageMagick when one is installed.
-    const std::string cmd = fmt::format("(rsvg-convert -o '{0}' '{1}' || convert '{1}' '{0}') >/dev/null 2>&1", path, svg_path);
-    if (std::system(cmd.c_str()) != 0) {
+    const auto converted = [](const std::vector<std::string>& argv) {
+      return app::program_in_path(argv.front()) && app::run_process(argv, app::ChildOutput::kDiscard).succeeded();
+    };
+    if (!converted({"rsvg-convert", "-o", path, svg_path}) && !converted({"convert", svg_path, path})) {
       throw Error("maxbatch: PNG output needs rsvg-convert (librsvg2-bin) or ImageMagick; the SVG is at " + svg_path);
     }
     std::remove(svg_path.c_str());
@@ -61,11 +63,11 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
 }
 
 // 1 - peak allocated / peak reserved of one probe.
-double fragmentation(const bench::BatchProbe& p) {
+double fragmentation(const app::BatchProbe& p) {
   return p.peak_reserved > 0 ? 1.0 - double(p.peak_allocated) / double(p.peak_reserved) : 0.0;
 }
 
-void print_probe(const std::string& level, const bench::BatchProbe& p) {
+void print_probe(const std::string& level, const app::BatchProbe& p) {
   if (p.fits) {
     fmt::print("  {:<4} batch {:>6}  fits   {:>8.1f} samples/s  peak {} ({:.1f}% fragmentation)\n", level, p.batch,
                double(p.batch) / p.step_seconds, mib(p.peak_reserved), 100.0 * fragmentation(p));
@@ -77,7 +79,7 @@ void print_probe(const std::string& level, const bench::BatchProbe& p) {
 
 // The JSON form of one level's search, and back (what a child process
 // hands its parent).
-nlohmann::json to_json(const bench::MaxBatchResult& r) {
+nlohmann::json to_json(const app::MaxBatchResult& r) {
   nlohmann::json probes = nlohmann::json::array();
   for (const auto& p : r.probes) {
     probes.push_back({{"batch", p.batch},
@@ -93,14 +95,14 @@ nlohmann::json to_json(const bench::MaxBatchResult& r) {
           {"probes", probes}};
 }
 
-bench::MaxBatchResult result_from_json(const nlohmann::json& j) {
-  bench::MaxBatchResult r;
+app::MaxBatchResult result_from_json(const nlohmann::json& j) {
+  app::MaxBatchResult r;
   r.level = j.at("level").get<std::string>();
   r.max_batch = j.at("max_batch").get<int64_t>();
   r.throughput = j.at("throughput").get<double>();
   r.allocator = j.at("allocator").get<std::string>();
   for (const auto& q : j.at("probes")) {
-    bench::BatchProbe p;
+    app::BatchProbe p;
     p.batch = q.at("batch").get<int64_t>();
     p.fits = q.at("fits").get<bool>();
     const double throughput = q.at("throughput").get<double>();
@@ -125,10 +127,9 @@ std::vector<std::string> child_args(const MaxBatchArgs& a, const std::string& le
 }
 
 void run(const MaxBatchArgs& a) {
-  bench::MaxBatchConfig c;
+  app::MaxBatchConfig c;
   c.model = a.model;
-  c.levels = split(a.levels, ',');
-  if (c.levels.empty()) throw InvalidInput("maxbatch: --levels is empty");
+  c.levels = parse_level_list(a.levels);
   const bool tokens = is_token_model(a.model);
   c.length = input_length("maxbatch", a.model, a.image_size, a.seq_len, 64);
   if (tokens) c.options.max_positions = std::max<int64_t>(c.length, 1024);
@@ -150,15 +151,10 @@ void run(const MaxBatchArgs& a) {
   // --fresh-process; on CUDA, the defrag levels (L5) when others run too,
   // since the CUDA allocator they install serves the whole process.
   std::vector<bool> own_process(c.levels.size(), a.fresh_process);
-  if (!cpu) {
-    std::vector<bool> defrag;
-    for (const auto& level : c.levels) defrag.push_back(parse_level(level).defrag_allocator);
-    const auto n = size_t(std::count(defrag.begin(), defrag.end(), true));
-    if (n == c.levels.size() && !a.fresh_process) {
-      install_cuda_defrag_allocator();  // before anything touches the device
-    } else {
-      for (size_t i = 0; i < defrag.size(); ++i) own_process[i] = own_process[i] || defrag[i];
-    }
+  const auto defrag = size_t(std::count_if(c.levels.begin(), c.levels.end(),
+                                           [](const LevelConfig& l) { return l.defrag_allocator; }));
+  if (!cpu && defrag != c.levels.size()) {
+    for (size_t i = 0; i < c.levels.size(); ++i) own_process[i] = own_process[i] || c.levels[i].defrag_allocator;
   }
   const std::string where = cpu ? fmt::format("CPU, {} budget", mib(c.budget)) : a.device;
   if (!a.child) {
@@ -166,19 +162,19 @@ void run(const MaxBatchArgs& a) {
                where);
   }
   // Separate processes first: on CUDA they find the device untouched.
-  std::vector<bench::MaxBatchResult> results(c.levels.size());
+  std::vector<app::MaxBatchResult> results(c.levels.size());
   for (size_t i = 0; i < c.levels.size(); ++i) {
     if (!own_process[i]) continue;
-    const nlohmann::json j = run_self(child_args(a, c.levels[i]), "maxbatch level " + c.levels[i]);
+    const nlohmann::json j = run_self(child_args(a, c.levels[i].spec), "maxbatch level " + c.levels[i].spec);
     results[i] = result_from_json(j.at("levels").at(0));
   }
-  bench::MaxBatchConfig here = c;
+  app::MaxBatchConfig here = c;
   here.levels.clear();
   for (size_t i = 0; i < c.levels.size(); ++i) {
     if (!own_process[i]) here.levels.push_back(c.levels[i]);
   }
   if (!here.levels.empty()) {
-    auto local = bench::run_maxbatch(here, print_probe);
+    auto local = app::run_maxbatch(here, print_probe);
     for (size_t i = 0, k = 0; i < c.levels.size(); ++i) {
       if (!own_process[i]) results[i] = std::move(local[k++]);
     }

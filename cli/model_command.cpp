@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "actkit/converters/convert.h"
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 #include "actkit/core/errors.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "memory_bench.h"
+#include "actkit/app/level_memory.h"
 
 namespace actkit::cli {
 namespace {
@@ -32,8 +32,8 @@ struct MemoryArgs {
 
 // The `count` backward nodes with the highest peaks, printed in execution
 // order, with what they add to the bytes held before backward.
-void print_top_nodes(const bench::StepMeasurement& r, int count) {
-  std::vector<bench::NodePeak> top = r.nodes;
+void print_top_nodes(const app::StepMeasurement& r, int count) {
+  std::vector<app::NodePeak> top = r.nodes;
   std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.peak > b.peak; });
   top.resize(std::min<size_t>(top.size(), size_t(count)));
   std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
@@ -46,22 +46,21 @@ void print_top_nodes(const bench::StepMeasurement& r, int count) {
 }
 
 void run_memory(const MemoryArgs& a) {
-  bench::MemoryBenchConfig config;
+  app::LevelMemoryConfig config;
   config.model = a.model;
   config.batch = a.batch;
   config.steps = a.steps;
   config.seed = a.seed;
   config.device = a.device;
   config.per_node = a.nodes > 0;
-  config.levels = split(a.levels, ',');
-  if (config.levels.empty()) throw InvalidInput("memory: --levels is empty");
+  config.levels = parse_level_list(a.levels);
   const bool tokens = is_token_model(a.model);
   config.length = input_length("memory", a.model, a.image_size, a.seq_len, 224);
   if (tokens) config.options.max_positions = std::max<int64_t>(config.length, 1024);
 
   fmt::print("{} batch {} {} {} ({}, one training step per level)\n", a.model, a.batch,
              tokens ? "sequence" : "image", config.length, a.device);
-  const auto results = bench::run_memory_bench(config);
+  const auto results = app::measure_level_memory(config);
   const double l0 = double(results.front().activation_bytes);
   size_t width = 8;  // the level column fits the longest spec
   for (const auto& r : results) width = std::max(width, r.level.size());

@@ -1,6 +1,5 @@
 #include "self_process.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <c10/util/StringUtil.h>
@@ -11,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "actkit/app/process.h"
 #include "actkit/core/errors.h"
 
 namespace actkit::cli {
@@ -21,38 +21,25 @@ nlohmann::json run_self(std::vector<std::string> args, const std::string& what) 
   const int fd = ::mkstemps(path.data(), 5);
   if (fd < 0) throw IoError("cannot create a temporary file for " + what, errno);
   ::close(fd);
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-  args.insert(args.begin(), exe);
+  args.insert(args.begin(), app::self_executable());
   args.push_back("--json");
   args.push_back(path);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  std::fflush(stdout);  // the child's lines come after ours
-  std::fflush(stderr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
+  app::ProcessResult child;
+  try {
+    child = app::run_process(args);
+  } catch (...) {
     std::remove(path.c_str());
-    throw IoError("cannot start a process for " + what, errno);
-  }
-  if (pid == 0) {
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    throw;
   }
   nlohmann::json result;
   std::ifstream in(path);
-  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (ok) result = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (child.succeeded()) result = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   in.close();
   std::remove(path.c_str());
-  if (!ok) {
+  if (!child.succeeded()) {
     throw Error(c10::str("the process for ", what, " ended ",
-                         WIFEXITED(status) ? c10::str("with status ", WEXITSTATUS(status))
-                                           : c10::str("by signal ", WTERMSIG(status))));
+                         child.signal == 0 ? c10::str("with status ", child.exit_status)
+                                           : c10::str("by signal ", child.signal)));
   }
   if (result.is_discarded()) throw Error("the process for " + what + " wrote no valid JSON");
   return result;

@@ -7,20 +7,21 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "memory_bench.h"
-#include "run_device.h"
-#include "train_driver.h"
+#include "actkit/app/level_memory.h"
+#include "actkit/app/run_device.h"
+#include "actkit/app/train_driver.h"
 
 namespace actkit::cli {
 namespace {
 
 struct TrainArgs {
-  bench::TrainConfig config;
+  app::TrainConfig config;
+  std::string level = "L3";  // parsed into config.level before the run
   std::string json_path;
   bool compare = true;
 };
@@ -29,7 +30,7 @@ struct TrainArgs {
 class ProgressPrinter {
  public:
   ProgressPrinter() : tty_(isatty(STDERR_FILENO) != 0) {}
-  void operator()(const bench::TrainProgress& p) {
+  void operator()(const app::TrainProgress& p) {
     const int pct = int(100 * p.step / p.steps_per_epoch);
     if (tty_) {
       const int filled = pct * 30 / 100;
@@ -48,21 +49,22 @@ class ProgressPrinter {
 };
 
 
-void run_train(const TrainArgs& a) {
-  const bench::TrainConfig& c = a.config;
-  check_model_name(c.model);  // before the banner: a typo gets only the error
-  parse_level(c.level);
-  bench::parse_run_device(c.device, "train");
-  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", c.model, c.data, c.level, c.epochs, c.batch,
+void run_train(TrainArgs& a) {
+  app::TrainConfig& c = a.config;
+  // Before the banner: a typo gets only the error.
+  find_model(c.model);
+  c.level = parse_level(a.level);
+  app::parse_run_device(c.device, "train");
+  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", c.model, c.data, c.level.spec, c.epochs, c.batch,
              c.device == "cpu" ? "" : ", on " + c.device);
   ProgressPrinter progress;
-  const bench::TrainResult r = bench::run_training(c, std::ref(progress));
+  const app::TrainResult r = app::run_training(c, std::ref(progress));
   fmt::print("test accuracy {:.2f}%  train loss {:.4f}  step {:.1f} ms  peak {}\n", 100 * r.final_test_accuracy,
              r.final_train_loss, r.step_time_ms, mib(r.peak_bytes));
 
   nlohmann::json j{{"model", c.model},
                    {"data", c.data},
-                   {"level", c.level},
+                   {"level", c.level.spec},
                    {"device", r.device},
                    {"epochs", c.epochs},
                    {"batch", c.batch},
@@ -75,21 +77,22 @@ void run_train(const TrainArgs& a) {
                    {"step_time_ms", r.step_time_ms},
                    {"peak_bytes", r.peak_bytes},
                    {"activation_bytes", r.activation_bytes}};
-  if (a.compare && c.level != "L0") {
+  // Compared with L0 unless the level is plain fp32 training itself.
+  if (a.compare && (c.level.compresses_anything() || c.level.swap != SwapTarget::kNone)) {
     // One training step of the same model and batch at L0, for the saving.
-    bench::MemoryBenchConfig m;
+    app::LevelMemoryConfig m;
     m.model = c.model;
     m.options.num_classes = 10;
     m.options.in_channels = 1;
     m.options.patch_size = 4;
     m.batch = c.batch;
     m.length = 28;
-    m.levels = {"L0"};
+    m.levels = {level_preset("L0")};
     m.steps = 1;
     m.seed = c.seed;
     m.device = c.device;
-    const int64_t l0 = bench::run_memory_bench(m).front().activation_bytes;
-    fmt::print("activation memory per step: {} at {} vs {} at L0 ({:.1f}x less)\n", mib(r.activation_bytes), c.level,
+    const int64_t l0 = app::measure_level_memory(m).front().activation_bytes;
+    fmt::print("activation memory per step: {} at {} vs {} at L0 ({:.1f}x less)\n", mib(r.activation_bytes), c.level.spec,
                mib(l0), double(l0) / double(std::max<int64_t>(1, r.activation_bytes)));
     j["l0_activation_bytes"] = l0;
   }
@@ -102,14 +105,14 @@ void run_train(const TrainArgs& a) {
 
 void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  bench::TrainConfig& c = a->config;
+  app::TrainConfig& c = a->config;
   CLI::App* train = app.add_subcommand("train", "Train a zoo CNN on Fashion-MNIST or synthetic data at a level");
   train->add_option("--model", c.model, "Zoo model (an image classifier)")->capture_default_str();
   train->add_option("--data", c.data, "fashion-mnist or synthetic")
       ->check(CLI::IsMember({"fashion-mnist", "synthetic"}))
       ->capture_default_str();
   train->add_option("--data-dir", c.data_dir, "Fashion-MNIST IDX directory (default: the Debian package's)");
-  train->add_option("--level", c.level, "Level, e.g. L0, L3 or L3:bits=1.5")->capture_default_str();
+  train->add_option("--level", a->level, "Level, e.g. L0, L3 or L3:bits=1.5")->capture_default_str();
   train->add_option("--epochs", c.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
   train->add_option("--batch", c.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
   train->add_option("--seed", c.seed, "Seed for weights, order and rounding")->capture_default_str();

@@ -7,11 +7,16 @@ install(TARGETS actkit EXPORT actkitTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY core/include/ kernels/include/ layers/include/ converters/include/ allocator/include/ swap/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+foreach(m IN LISTS ACTKIT_LIBRARY_MODULES)
+  install(DIRECTORY ${m}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+endforeach()
 install(FILES ${PROJECT_BINARY_DIR}/include/actkit/core/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/actkit/core)
 if(TARGET actkit_cli)
+  # Found next to the installed library wherever the prefix is: the loader
+  # does not search most prefixes on its own.
+  file(RELATIVE_PATH _lib_from_bin ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
+  set_target_properties(actkit_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_lib_from_bin}")
   install(TARGETS actkit_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 

@@ -9,6 +9,9 @@ root=$PWD
 
 step() { printf '\n== %s\n' "$*"; }
 
+step "layering: every include goes down (docs/architecture.md)"
+bash scripts/check-layering.sh
+
 step "setup and build"
 # Free disk first: the builds below need a few GB, and a full disk shows up as a compiler error.
 df -h --output=avail,target . | sed 's/^/disk: /'
@@ -23,13 +26,15 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACTKIT_SAN
 cmake --build build-asan --target actkit_tests
 # LibTorch itself is not instrumented and keeps global state alive at exit.
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:*Policy*:AllocationTrace.*:Layers.*:Fused.*:*Piecewise*:BranchPoint.*:NodeProfile.*:ControllerBudgets.*:Transfers.*:SwapperInFlight.*'
+  build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:StateDict.*:*Policy*:AllocationTrace.*:Layers.*:Fused.*:*Piecewise*:BranchPoint.*:NodeProfile.*:ControllerBudgets.*:Transfers.*:SwapperInFlight.*'
 
 step "downstream project against the installed package"
 cmake --install build --prefix build/install
 cmake -S examples/downstream -B build/downstream -G Ninja -DCMAKE_PREFIX_PATH="$root/build/install"
 cmake --build build/downstream
 build/downstream/actkit_example
+# The installed tool finds the installed library wherever the prefix is.
+build/install/bin/actkit --version
 
 step "CLI smoke runs"
 build/bin/actkit --version

@@ -83,6 +83,34 @@ namespace {
 // Mixed precision moves bits towards the layer whose output gradient is
 // larger (ActNN's per-layer allocation): gradients recorded in backward are
 // folded in at step(), in the order they came.
+TEST(Level, ParsedOnceWithTheCanonicalSpelling) {
+  // Presets in any case are the same level, and say so the same way.
+  for (const char* spelling : {"L3", "l3"}) {
+    const LevelConfig c = parse_level(spelling);
+    EXPECT_EQ(c.level, "L3");
+    EXPECT_EQ(c.spec, "L3");
+  }
+  const LevelConfig o = parse_level("l4:prefetch=2");
+  EXPECT_EQ(o.spec, "L4:prefetch=2");
+  EXPECT_EQ(o.prefetch, 2);
+  EXPECT_EQ(level_preset("l5").spec, "L5");
+}
+
+TEST(Level, ListsKeepEachLevelsOverridesTogether) {
+  const std::vector<LevelConfig> l = parse_level_list("L0,l3:bits=1.5,group_size=128,L5,L4:prefetch=0");
+  ASSERT_EQ(l.size(), 4u);
+  EXPECT_EQ(l[0].spec, "L0");
+  EXPECT_EQ(l[1].spec, "L3:bits=1.5,group_size=128");
+  EXPECT_DOUBLE_EQ(l[1].bits, 1.5);
+  EXPECT_EQ(l[1].group_size, 128);
+  EXPECT_TRUE(l[2].defrag_allocator);
+  EXPECT_EQ(l[3].prefetch, 0);
+  EXPECT_THROW(parse_level_list(""), InvalidInput);
+  EXPECT_THROW(parse_level_list(",,"), InvalidInput);
+  EXPECT_THROW(parse_level_list("L0,L9"), InvalidInput);
+  EXPECT_THROW(parse_level_list("bits=2"), InvalidInput);  // overrides with no level
+}
+
 TEST(ControllerBudgets, FollowTheRecordedGradients) {
   Controller c(parse_level("L3"), 5);
   const int loud = c.register_layer("loud", LayerKind::kLinear);

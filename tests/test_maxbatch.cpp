@@ -3,20 +3,20 @@
 #include <gtest/gtest.h>
 
 #include "actkit/core/errors.h"
-#include "maxbatch_bench.h"
+#include "actkit/app/maxbatch_search.h"
 
 namespace actkit {
 namespace {
 
 TEST(MaxBatch, FindsTheBoundaryAndCompressionRaisesIt) {
-  bench::MaxBatchConfig c;
+  app::MaxBatchConfig c;
   c.model = "resnet18";
   c.options.num_classes = 10;
   c.length = 16;
-  c.levels = {"L0", "L3"};
+  c.levels = parse_level_list("L0,L3");
   c.budget = 170 << 20;  // ResNet-18 weights, gradients and momentum take about 140 MiB
   c.limit = 128;
-  const auto results = bench::run_maxbatch(c, nullptr);
+  const auto results = app::run_maxbatch(c, nullptr);
   ASSERT_EQ(results.size(), 2u);
   for (const auto& r : results) {
     ASSERT_GT(r.max_batch, 0) << r.level;
@@ -32,21 +32,22 @@ TEST(MaxBatch, FindsTheBoundaryAndCompressionRaisesIt) {
 }
 
 TEST(MaxBatch, BadConfigurationsAreClearErrors) {
-  bench::MaxBatchConfig c;
+  app::MaxBatchConfig c;
   c.budget = 1000;
-  EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
+  EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
   c = {};
-  c.levels = {"L9"};
-  EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
+  c.levels = {};
+  EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
   c = {};
   c.model = "resnet19";
-  EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
-  // On CUDA the defrag levels need the CUDA defrag allocator, which this
-  // process never installs: refused before any work, whatever the build.
+  EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
+  // On CUDA the defrag levels need the CUDA defrag allocator, which serves
+  // the whole process: L0 and L5 together are refused before any work,
+  // whatever the build.
   c = {};
   c.device = "cuda";
-  c.levels = {"L5"};
-  EXPECT_THROW(bench::run_maxbatch(c, nullptr), InvalidInput);
+  c.levels = parse_level_list("L0,L5");
+  EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
 }
 
 }  // namespace

@@ -5,11 +5,11 @@
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/gradients.h"
-#include "memory_bench.h"
-#include "node_profile.h"
-#include "training_setup.h"
+#include "actkit/app/level_memory.h"
+#include "actkit/app/node_profile.h"
+#include "actkit/app/training_setup.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 namespace {
 
 constexpr int64_t kMiB = int64_t(1) << 20;
@@ -40,14 +40,14 @@ TEST(NodeProfile, ListsEveryNodeInExecutionOrderWithWhatItAllocated) {
 }
 
 TEST(NodeProfile, NamesCompressedLayersByTheirFunction) {
-  MemoryBenchConfig c;
+  LevelMemoryConfig c;
   c.model = "resnet18";
   c.batch = 2;
   c.length = 32;
-  c.levels = {"L3"};
+  c.levels = {parse_level("L3")};
   c.steps = 1;
   c.per_node = true;
-  const auto results = run_memory_bench(c);
+  const auto results = measure_level_memory(c);
   ASSERT_EQ(results.size(), 1u);
   const StepMeasurement& m = results[0];
   ASSERT_FALSE(m.nodes.empty());
@@ -62,8 +62,8 @@ TEST(NodeProfile, NamesCompressedLayersByTheirFunction) {
 TEST(TrainingSetup, KeptAndDroppedGradientsTrainTheSameBits) {
   for (const char* level : {"L0", "L3"}) {
     SCOPED_TRACE(level);
-    TrainingSetup drop = make_training_setup("resnet18", {}, 32, 2, std::string(level) + ":grads=drop", 3);
-    TrainingSetup keep = make_training_setup("resnet18", {}, 32, 2, std::string(level) + ":grads=keep", 3);
+    TrainingSetup drop = make_training_setup("resnet18", {}, 32, 2, parse_level(std::string(level) + ":grads=drop"), 3);
+    TrainingSetup keep = make_training_setup("resnet18", {}, 32, 2, parse_level(std::string(level) + ":grads=keep"), 3);
     std::vector<const void*> storage;
     for (int s = 0; s < 3; ++s) {
       drop.step();
@@ -94,10 +94,10 @@ TEST(TrainingSetup, KeptAndDroppedGradientsTrainTheSameBits) {
 // auto: L0 drops; a compressing level keeps in the first step and then keeps
 // only while a step saves at least the gradients' bytes in payloads.
 TEST(TrainingSetup, AutomaticGradientsFollowTheSavedBytes) {
-  TrainingSetup l0 = make_training_setup("resnet18", {}, 32, 2, "L0", 3);
+  TrainingSetup l0 = make_training_setup("resnet18", {}, 32, 2, parse_level("L0"), 3);
   EXPECT_FALSE(l0.converted.controller->reset_gradients(l0.model->parameters()));
   // ResNet-18 at 32x32, batch 2: payloads far below the 43 MiB of gradients.
-  TrainingSetup small = make_training_setup("resnet18", {}, 32, 2, "L3", 3);
+  TrainingSetup small = make_training_setup("resnet18", {}, 32, 2, parse_level("L3"), 3);
   EXPECT_TRUE(small.converted.controller->reset_gradients(small.model->parameters()));
   small.step();
   EXPECT_FALSE(small.converted.controller->reset_gradients(small.model->parameters()));
@@ -108,7 +108,7 @@ TEST(TrainingSetup, AutomaticGradientsFollowTheSavedBytes) {
   o.layers = 1;
   o.hidden = 64;
   o.heads = 2;
-  TrainingSetup big = make_training_setup("gpt2", o, 64, 64, "L3", 3);
+  TrainingSetup big = make_training_setup("gpt2", o, 64, 64, parse_level("L3"), 3);
   const auto params = big.model->parameters();
   // Gradients a backward left behind, one allocation each, move into one
   // buffer once they are kept.
@@ -147,4 +147,4 @@ TEST(NodeProfile, RefusesATensorWithoutGradient) {
 }
 
 }  // namespace
-}  // namespace actkit::bench
+}  // namespace actkit::app

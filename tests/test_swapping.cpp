@@ -7,7 +7,7 @@
 #include <torch/torch.h>
 
 #include "actkit/converters/convert.h"
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 #include "actkit/core/controller.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
@@ -167,7 +167,7 @@ RunResult train(const std::string& level, at::Device device = at::kCPU) {
     r.losses.push_back(loss.item<double>());
   }
   for (const auto& p : model->parameters()) r.params.push_back(p.detach().cpu());
-  r.swap = conv.controller->swap_stats();
+  r.swap = conv.swapper ? conv.swapper->stats() : SwapStats{};  // no swapper below L4
   return r;
 }
 

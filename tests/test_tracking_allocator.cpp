@@ -6,7 +6,7 @@
 
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/converters/convert.h"
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 
 using namespace actkit;
 

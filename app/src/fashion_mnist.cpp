@@ -1,4 +1,4 @@
-#include "fashion_mnist.h"
+#include "actkit/app/fashion_mnist.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -9,7 +9,7 @@
 
 #include "actkit/core/errors.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 namespace {
 
 // Normalization of Fashion-MNIST's training images.
@@ -100,4 +100,4 @@ ImageDataset synthetic_images(int64_t n, int64_t classes, int64_t channels, int6
   return d;
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

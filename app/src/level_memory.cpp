@@ -1,8 +1,9 @@
-#include "memory_bench.h"
+#include "actkit/app/level_memory.h"
+#include "actkit/app/level_switches.h"
 
-#include "memory_meter.h"
-#include "run_device.h"
-#include "training_setup.h"
+#include "actkit/app/memory_meter.h"
+#include "actkit/app/run_device.h"
+#include "actkit/app/training_setup.h"
 
 #include <torch/torch.h>
 
@@ -16,7 +17,7 @@
 #include "actkit/core/errors.h"
 #include "actkit/swap/activation_swapper.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 namespace {
 
 int64_t bytes_of(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
@@ -27,12 +28,11 @@ int64_t activation_bytes(int64_t before, int64_t ready, const at::Tensor& output
   return ready - before - bytes_of(output) - bytes_of(loss);
 }
 
-std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
+std::vector<StepMeasurement> measure_level_memory(const LevelMemoryConfig& config) {
   if (config.batch < 1 || config.length < 1) throw InvalidInput("memory: batch and length must be >= 1");
   if (config.steps < 1) throw InvalidInput("memory: steps must be >= 1");
-  for (const auto& level : config.levels) parse_level(level);  // fail before any work
-
   const at::Device device = parse_run_device(config.device, "memory");
+  apply_level_switches(config.levels, device);
   MemoryMeter meter(device);
   std::vector<StepMeasurement> results;
   for (const auto& level : config.levels) {
@@ -45,7 +45,7 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
     const ConvertResult& converted = t.converted;
 
     StepMeasurement m;
-    m.level = level;
+    m.level = level.spec;
     double best = 1e300;
     // With per_node, one more step after the timed ones is profiled (the
     // hooks cost time): gradients and momentum exist as in every later step.
@@ -80,7 +80,7 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
     m.step_seconds = best;
     const ControllerStats stats = converted.controller->stats();
     m.compression_ratio = stats.compressed_bytes > 0 ? double(stats.input_bytes) / double(stats.compressed_bytes) : 1;
-    const SwapStats swap = converted.controller->swap_stats();
+    const SwapStats swap = converted.swapper ? converted.swapper->stats() : SwapStats{};
     const double steps_run = double(last + 1);
     m.swapped_bytes = double(swap.bytes_out) / steps_run;
     m.swap_wait_seconds = swap.wait_seconds / steps_run;
@@ -91,4 +91,4 @@ std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config) {
   return results;
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

@@ -1,6 +1,6 @@
-#include "maxbatch_bench.h"
-#include "run_device.h"
-#include "training_setup.h"
+#include "actkit/app/maxbatch_search.h"
+#include "actkit/app/run_device.h"
+#include "actkit/app/training_setup.h"
 
 #include <torch/torch.h>
 
@@ -10,18 +10,18 @@
 
 #include "actkit/allocator/block_allocator.h"
 #include "actkit/allocator/budget_allocator.h"
-#include "actkit/allocator/cuda_allocator.h"
+#include "actkit/app/level_switches.h"
 #include "actkit/allocator/scoped_cpu_allocator.h"
 #include "actkit/converters/convert.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 namespace {
 
 // Trains `steps` steps at `batch`; false if memory ran out. Everything the
 // step allocated is released when this returns, whatever happened.
-bool train_steps(const MaxBatchConfig& c, const std::string& level, int64_t batch, at::Device device,
+bool train_steps(const MaxBatchConfig& c, const LevelConfig& level, int64_t batch, at::Device device,
                  double* last_seconds) {
   try {
     TrainingSetup t = make_training_setup(c.model, c.options, c.length, batch, level, c.seed, device);
@@ -40,12 +40,12 @@ bool train_steps(const MaxBatchConfig& c, const std::string& level, int64_t batc
   }
 }
 
-BatchProbe probe(const MaxBatchConfig& c, const std::string& level, bool defrag, int64_t batch) {
+BatchProbe probe(const MaxBatchConfig& c, const LevelConfig& level, const std::string& cpu_policy, int64_t batch) {
   BatchProbe p;
   p.batch = batch;
   const at::Device device(c.device);
   if (device.is_cpu()) {
-    auto alloc = BudgetAllocator::create(defrag ? "defrag" : c.caching_policy, c.budget);
+    auto alloc = BudgetAllocator::create(cpu_policy, c.budget);
     {
       ScopedCpuAllocator scope(alloc.get());
       p.fits = train_steps(c, level, batch, device, &p.step_seconds);
@@ -84,31 +84,20 @@ std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
     throw InvalidInput("maxbatch: the caching policy must be caching or caching:max_split=SIZE");
   }
   make_block_allocator(c.caching_policy);  // a bad max_split: fail now
-  std::vector<LevelConfig> configs;
-  for (const auto& level : c.levels) configs.push_back(parse_level(level));  // fail before any work
-  const bool cuda = parse_run_device(c.device, "maxbatch").is_cuda();
-  for (size_t i = 0; cuda && i < configs.size(); ++i) {
-    if (configs[i].defrag_allocator != cuda_defrag_allocator_installed()) {
-      throw InvalidInput(c10::str("maxbatch: level ", c.levels[i], configs[i].defrag_allocator ? " needs" : " must not run under",
-                                  " the CUDA defrag allocator, and on CUDA one allocator serves the whole process: run "
-                                  "the levels with the defrag switch (L5) in a process of their own (actkit "
-                                  "maxbatch does)"));
-    }
-  }
-  make_model(c.model, c.options);                                          // unknown model: fail now
+  if (c.levels.empty()) throw InvalidInput("maxbatch: no levels");
+  const at::Device device = parse_run_device(c.device, "maxbatch");
+  make_model(c.model, c.options);  // unknown model: fail now
+  apply_level_switches(c.levels, device);
 
   std::vector<MaxBatchResult> results;
-  for (size_t i = 0; i < c.levels.size(); ++i) {
-    const std::string& level = c.levels[i];
-    const bool defrag = configs[i].defrag_allocator && at::Device(c.device).is_cpu();
+  for (const LevelConfig& level : c.levels) {
     MaxBatchResult r;
-    r.level = level;
-    r.allocator = !cuda ? (defrag ? "defrag" : c.caching_policy)
-                        : configs[i].defrag_allocator ? "cuda defrag" : "cuda caching";
+    r.level = level.spec;
+    r.allocator = level_allocator(level, device, c.caching_policy);
     auto try_batch = [&](int64_t batch) {
-      const BatchProbe p = probe(c, level, defrag, batch);
+      const BatchProbe p = probe(c, level, r.allocator, batch);
       r.probes.push_back(p);
-      if (on_probe) on_probe(level, p);
+      if (on_probe) on_probe(r.level, p);
       if (p.fits && batch > r.max_batch) {
         r.max_batch = batch;
         r.throughput = double(batch) / p.step_seconds;
@@ -133,4 +122,4 @@ std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& c,
   return results;
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

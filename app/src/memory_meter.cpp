@@ -1,9 +1,9 @@
-#include "memory_meter.h"
+#include "actkit/app/memory_meter.h"
 
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 
 MemoryMeter::MemoryMeter(at::Device device) : device_(device) {
   if (device_.is_cuda() && !cuda_available()) throw InvalidInput("memory meter: no CUDA device here");
@@ -31,4 +31,4 @@ MemoryProbe MemoryMeter::probe() {
   return {[this] { return current(); }, [this] { return peak(); }, [this] { reset_peak(); }};
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

@@ -1,4 +1,4 @@
-#include "node_profile.h"
+#include "actkit/app/node_profile.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -7,7 +7,7 @@
 
 #include "actkit/core/errors.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 
 struct BackwardProfile::State {
   MemoryProbe probe;
@@ -80,4 +80,4 @@ std::vector<NodePeak> BackwardProfile::run(const at::Tensor& loss) {
   return std::move(state_->nodes);
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

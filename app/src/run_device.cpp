@@ -1,11 +1,11 @@
-#include "run_device.h"
+#include "actkit/app/run_device.h"
 
 #include <c10/util/Exception.h>
 
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 
 at::Device parse_run_device(const std::string& text, const char* what) {
   at::Device device = at::kCPU;
@@ -21,4 +21,4 @@ at::Device parse_run_device(const std::string& text, const char* what) {
   return device;
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

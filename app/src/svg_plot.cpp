@@ -1,4 +1,4 @@
-#include "svg_plot.h"
+#include "actkit/app/svg_plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "actkit/core/errors.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 namespace {
 
 constexpr double kWidth = 720, kHeight = 440, kLeft = 70, kRight = 150, kTop = 40, kBottom = 55;
@@ -90,4 +90,4 @@ void write_svg_line_plot(const std::string& path, const std::string& title, cons
   if (!out) throw Error("plot: cannot write " + path);
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

@@ -1,4 +1,4 @@
-#include "train_driver.h"
+#include "actkit/app/train_driver.h"
 
 #include <torch/torch.h>
 
@@ -7,18 +7,18 @@
 #include <chrono>
 #include <cmath>
 
-#include "actkit/allocator/cuda_allocator.h"
 #include "actkit/converters/convert.h"
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
-#include "fashion_mnist.h"
-#include "memory_bench.h"
-#include "memory_meter.h"
-#include "run_device.h"
-#include "training_setup.h"
+#include "actkit/app/fashion_mnist.h"
+#include "actkit/app/level_memory.h"
+#include "actkit/app/level_switches.h"
+#include "actkit/app/memory_meter.h"
+#include "actkit/app/run_device.h"
+#include "actkit/app/training_setup.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 namespace {
 
 double accuracy(ZooModel& model, const ImageDataset& test, at::Device device) {
@@ -40,13 +40,9 @@ double accuracy(ZooModel& model, const ImageDataset& test, at::Device device) {
 TrainResult run_training(const TrainConfig& c, const std::function<void(const TrainProgress&)>& on_progress) {
   if (c.epochs < 1 || c.batch < 1) throw InvalidInput("train: epochs and batch must be >= 1");
   if (!(c.lr > 0)) throw InvalidInput("train: the learning rate must be > 0");
-  const LevelConfig level = parse_level(c.level);
+  const LevelConfig& level = c.level;
   const at::Device device = parse_run_device(c.device, "train");
-  // L5 on a GPU trains under the CUDA defrag allocator, installed before
-  // anything touches the device (CPU runs keep LibTorch's allocator).
-  if (device.is_cuda() && level.defrag_allocator && !cuda_defrag_allocator_installed()) {
-    install_cuda_defrag_allocator();
-  }
+  apply_level_switches({level}, device);  // before anything touches the device
   ImageDataset train, test;
   if (c.data == "fashion-mnist") {
     const std::string dir = c.data_dir.empty() ? kFashionMnistDir : c.data_dir;
@@ -69,17 +65,18 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   o.in_channels = 1;
   o.image_size = 28;
   o.patch_size = 4;
-  auto model = make_model(c.model, o);
-  if (model->task() != Task::kClassification || c.model.rfind("bert", 0) == 0) {
+  const ModelEntry& entry = find_model(c.model);
+  if (entry.task != Task::kClassification || entry.input != InputKind::kImages) {
     throw InvalidInput(c10::str("train: ", c.model, " is not an image classifier"));
   }
+  auto model = make_model(c.model, o);
   model->to(device);
   const ConvertResult converted = convert(*model, level, c.seed);
   model->train();
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(c.lr).momentum(0.9).weight_decay(5e-4));
 
   TrainResult r;
-  r.level = c.level;
+  r.level = c.level.spec;
   r.device = device.str();
   r.train_examples = train.images.size(0);
   r.test_examples = test.images.size(0);
@@ -129,4 +126,4 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   return r;
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

@@ -1,7 +1,7 @@
-#include "training_setup.h"
+#include "actkit/app/training_setup.h"
 
 
-namespace actkit::bench {
+namespace actkit::app {
 
 void TrainingSetup::step() {
   converted.controller->reset_gradients(model->parameters());
@@ -11,7 +11,7 @@ void TrainingSetup::step() {
 }
 
 TrainingSetup make_training_setup(const std::string& model, ModelOptions options, int64_t length, int64_t batch,
-                                  const std::string& level, uint64_t seed, at::Device device) {
+                                  const LevelConfig& level, uint64_t seed, at::Device device) {
   at::manual_seed(int64_t(seed));
   options.image_size = length;
   TrainingSetup s;
@@ -25,4 +25,4 @@ TrainingSetup make_training_setup(const std::string& model, ModelOptions options
   return s;
 }
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

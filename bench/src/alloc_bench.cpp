@@ -1,5 +1,5 @@
-#include "alloc_bench.h"
-#include "training_setup.h"
+#include "actkit/bench/alloc_bench.h"
+#include "actkit/app/training_setup.h"
 
 #include <torch/torch.h>
 
@@ -9,12 +9,12 @@
 
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/converters/convert.h"
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 #include "actkit/core/errors.h"
 
 namespace actkit::bench {
 
-std::string TraceSpec::name() const { return c10::str(model, " b", batch, " ", length, " ", level); }
+std::string TraceSpec::name() const { return c10::str(model, " b", batch, " ", length, " ", level.spec); }
 
 TraceSpec parse_trace_spec(const std::string& text) {
   // Three fields, then the level with its own overrides ("L3:bits=1.5").
@@ -40,8 +40,7 @@ TraceSpec parse_trace_spec(const std::string& text) {
     throw InvalidInput("trace spec '" + text + "': batch and length must be integers");
   }
   if (s.batch < 1 || s.length < 1) throw InvalidInput("trace spec '" + text + "': batch and length must be >= 1");
-  if (parts.size() == 4) s.level = parts[3];
-  parse_level(s.level);
+  if (parts.size() == 4) s.level = parse_level(parts[3]);
   return s;
 }
 
@@ -49,7 +48,7 @@ AllocationTrace record_training_trace(const TraceSpec& spec, int steps, uint64_t
   ModelOptions o;
   o.max_positions = std::max<int64_t>(spec.length, 1024);
   ScopedCpuTracking tracking;
-  TrainingSetup t = make_training_setup(spec.model, o, spec.length, spec.batch, spec.level, seed);
+  app::TrainingSetup t = app::make_training_setup(spec.model, o, spec.length, spec.batch, spec.level, seed);
   tracking.tracker().start_recording();
   for (int s = 0; s < steps; ++s) t.step();
   return tracking.tracker().stop_recording(spec.name());

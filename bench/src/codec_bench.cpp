@@ -1,6 +1,6 @@
-#include "codec_bench.h"
+#include "actkit/bench/codec_bench.h"
 
-#include "run_device.h"
+#include "actkit/app/run_device.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -36,7 +36,7 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config) {
   for (int b : config.bits) {
     if (b < 1 || b > 8) throw InvalidInput(c10::str("bench codec: bits must be in 1..8, got ", b));
   }
-  const at::Device device = parse_run_device(config.device, "bench codec");
+  const at::Device device = app::parse_run_device(config.device, "bench codec");
   std::unique_ptr<tbb::global_control> limit;
   if (config.threads > 0) {
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, config.threads);

@@ -1,6 +1,6 @@
-#include "host_transfer_bench.h"
+#include "actkit/bench/host_transfer_bench.h"
 
-#include "run_device.h"
+#include "actkit/app/run_device.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -42,7 +42,7 @@ at::Tensor copy_to(const at::Tensor& t, at::Device device) {
 }  // namespace
 
 HostTransferReport run_host_transfer_bench(const HostTransferConfig& c) {
-  const at::Device device = parse_run_device(c.device, "bench host");
+  const at::Device device = app::parse_run_device(c.device, "bench host");
   if (c.chunk == 0 || c.bytes < c.chunk || c.repeats < 1) {
     throw InvalidInput("bench host: size and chunk must be positive, size >= chunk, repeats >= 1");
   }
@@ -67,9 +67,12 @@ HostTransferReport run_host_transfer_bench(const HostTransferConfig& c) {
   const CompressedTensor payload = encode_per_group(at::randn({values}).to(device), o);
   const double swapped_bytes = double(payload.byte_size()) * double(r.chunks);
 
+  r.verified = true;
   for (int rep = 0; rep < c.repeats; ++rep) {
-    keep_best(r.pinned_whole, double(total), timed(device, [&] { host.copy_(on_device); }),
-              timed(device, [&] { on_device.copy_(host); }));
+    host.zero_();
+    const double whole_out = timed(device, [&] { host.copy_(on_device); });
+    r.verified = r.verified && at::equal(host, on_device.cpu());
+    keep_best(r.pinned_whole, double(total), whole_out, timed(device, [&] { on_device.copy_(host); }));
     keep_best(r.pinned_chunks, double(total),
               timed(device,
                     [&] {
@@ -94,13 +97,18 @@ HostTransferReport run_host_transfer_bench(const HostTransferConfig& c) {
       for (int64_t i = 0; i < r.chunks; ++i) handles.push_back(swapper.stash(payload));
       swapper.finish_copies_out();  // every load below comes from host memory
     });
+    std::vector<CompressedTensor> loaded;
+    loaded.reserve(handles.size());
     const double in = timed(device, [&] {
       while (!handles.empty()) {  // backward's order: newest first
-        handles.back()->load();
+        loaded.push_back(handles.back()->load());
         handles.pop_back();
       }
     });
     keep_best(r.swapper, swapped_bytes, out, in);
+    for (const CompressedTensor& ct : loaded) {
+      r.verified = r.verified && ct.meta().shape == payload.meta().shape && ct.meta().bits == payload.meta().bits && at::equal(ct.payload().cpu(), payload.payload().cpu());
+    }
   }
   return r;
 }

@@ -1,4 +1,4 @@
-#include "swap_bench.h"
+#include "actkit/bench/swap_bench.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,32 +12,26 @@
 #include <nlohmann/json.hpp>
 
 #include "actkit/core/errors.h"
+#include "actkit/app/process.h"
 #include "actkit/swap/io_engine.h"
 
 namespace actkit::bench {
 namespace {
 
-// Runs a command and returns its standard output; throws Error on failure.
-std::string run_command(const std::string& cmd) {
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) throw Error("cannot run: " + cmd);
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
-  const int rc = ::pclose(p);
-  if (rc != 0) throw Error(c10::str("command failed (", rc, "): ", cmd, "\n", out));
-  return out;
+// Runs fio with `args` and returns what it printed; throws Error on failure.
+std::string run_fio(std::vector<std::string> args) {
+  args.insert(args.begin(), "fio");
+  const app::ProcessResult r = app::run_process(args, app::ChildOutput::kCapture);
+  if (!r.succeeded()) throw Error(c10::str("fio failed (status ", r.exit_status, "):\n", r.output));
+  return r.output;
 }
-
-bool have_fio() { return std::system("command -v fio >/dev/null 2>&1") == 0; }
 
 // fio with the same pattern as ours: one job, sequential, O_DIRECT.
 double fio_gbps(const SwapBenchConfig& c, const std::string& file, bool write) {
-  const std::string cmd = c10::str("fio --name=actkit --filename=", file, " --rw=", write ? "write" : "read",
-                                   " --bs=", c.block, " --iodepth=", c.queue_depth,
-                                   " --ioengine=io_uring --direct=1 --size=", c.bytes,
-                                   " --numjobs=1 --output-format=json 2>/dev/null");
-  const auto j = nlohmann::json::parse(run_command(cmd));
+  const auto j = nlohmann::json::parse(run_fio(
+      {"--name=actkit", "--filename=" + file, std::string("--rw=") + (write ? "write" : "read"),
+       c10::str("--bs=", c.block), c10::str("--iodepth=", c.queue_depth), "--ioengine=io_uring", "--direct=1",
+       c10::str("--size=", c.bytes), "--numjobs=1", "--output-format=json"}));
   const auto& job = j.at("jobs").at(0).at(write ? "write" : "read");
   return job.at("bw_bytes").get<double>() / 1e9;
 }
@@ -71,8 +65,8 @@ SwapBenchReport run_swap_bench(const SwapBenchConfig& c) {
   for (uint64_t i = 0; i < bytes; i += 4096) std::memset(data.data() + i, int(i / 4096), 4096);
   const std::string ours = c.dir + "/actkit-swap-bench.dat";
   const std::string theirs = c.dir + "/actkit-swap-bench-fio.dat";
-  const bool fio = have_fio();
-  if (fio) r.fio_version = run_command("fio --version 2>/dev/null").substr(0, 32);
+  const bool fio = app::program_in_path("fio");
+  if (fio) r.fio_version = run_fio({"--version"}).substr(0, 32);
   while (!r.fio_version.empty() && (r.fio_version.back() == '\n' || r.fio_version.back() == ' ')) r.fio_version.pop_back();
   Bandwidth best_fio;
   try {

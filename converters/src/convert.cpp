@@ -5,7 +5,7 @@
 #include <functional>
 #include <sstream>
 
-#include "actkit/converters/swappable.h"
+#include "actkit/layers/replaceable_module.h"
 #include "actkit/layers/modules.h"
 
 namespace actkit {
@@ -24,6 +24,7 @@ template <typename Q>
 Replacement wrap(const std::shared_ptr<typename Q::InnerType>& inner, const std::shared_ptr<Controller>& ctrl,
                  const std::string& path, LayerKind kind, const char* type) {
   auto q = std::make_shared<Q>(inner, ctrl, path, kind);
+  q->train(inner->is_training());  // a wrapper starts in training mode; an eval-mode model stays in eval
   const bool supported = q->supported();
   return Replacement{nn::AnyModule(q), kind, type, supported};
 }
@@ -65,9 +66,9 @@ bool is_compressed_module(const nn::Module& m) { return m.name().rfind("actkit::
 // share the module); false if the parent holds it in a fixed member.
 bool place(nn::Module& parent, const std::string& name, const std::shared_ptr<nn::Module>& child,
            const nn::AnyModule& replacement) {
-  if (auto* swappable = dynamic_cast<SwappableModule*>(&parent)) {
+  if (auto* swappable = dynamic_cast<ReplaceableModule*>(&parent)) {
     if (!swappable->has_slot(name)) return false;
-    swappable->swap_child(name, replacement);
+    swappable->replace_child(name, replacement);
     return true;
   }
   bool found = false;
@@ -113,7 +114,7 @@ void visit(nn::Module& parent, const std::string& prefix, const std::shared_ptr<
         report.kept.push_back({path, type_name(*child), "",
                                "its parent " + type_name(parent) +
                                    " calls it through a fixed member (use Sequential, ModuleList, "
-                                   "ModuleDict or SwappableModule)"});
+                                   "ModuleDict or ReplaceableModule)"});
         continue;
       }
       std::string note;
@@ -151,7 +152,8 @@ std::string ConvertReport::to_string() const {
 
 ConvertResult convert(nn::Module& module, const LevelConfig& level, uint64_t seed) {
   ConvertResult result;
-  result.controller = std::make_shared<Controller>(level, seed);
+  if (level.swap != SwapTarget::kNone) result.swapper = std::make_shared<ActivationSwapper>(level);
+  result.controller = std::make_shared<Controller>(level, seed, result.swapper);
   visit(module, "", result.controller, result.report);
   return result;
 }

@@ -106,6 +106,7 @@ LevelConfig level_preset(const std::string& name) {
   }
   const int level = n[1] - '0';
   c.level = "L" + std::to_string(level);
+  c.spec = c.level;
   if (level >= 1) {
     c.compress_conv = true;
     c.bits = 4;
@@ -182,7 +183,36 @@ LevelConfig parse_level(const std::string& spec) {
       if (!item.empty()) overrides.push_back(item);
     }
   }
-  return with_overrides(c, overrides);
+  c = with_overrides(c, overrides);
+  if (colon != std::string::npos) c.spec = c.level + spec.substr(colon);
+  return c;
+}
+
+namespace {
+
+// Whether `part` of a level list begins a level: "L3", "l3:bits=2".
+bool starts_level(const std::string& part) {
+  return part.size() >= 2 && (part[0] == 'L' || part[0] == 'l') && part[1] >= '0' && part[1] <= '5' &&
+         (part.size() == 2 || part[2] == ':');
+}
+
+}  // namespace
+
+std::vector<LevelConfig> parse_level_list(const std::string& list) {
+  std::vector<std::string> specs;
+  std::stringstream ss(list);
+  for (std::string part; std::getline(ss, part, ',');) {
+    if (part.empty()) continue;
+    if (starts_level(part) || specs.empty()) {
+      specs.push_back(part);
+    } else {
+      specs.back() += "," + part;  // another override of the level before
+    }
+  }
+  if (specs.empty()) throw InvalidInput("the list of levels is empty");
+  std::vector<LevelConfig> levels;
+  for (const std::string& s : specs) levels.push_back(parse_level(s));
+  return levels;
 }
 
 std::string describe(const LevelConfig& c) {

@@ -103,8 +103,9 @@ struct SiluFunction : torch::autograd::Function<SiluFunction> {
 
 struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p, const LayerHandle& layer) {
-    // The same steps as at::dropout's unfused path, so the same random
-    // stream gives the same output.
+    // The same steps as at::dropout's unfused path, the one it takes on the
+    // CPU, so there one seed gives the plain layer's mask and output; on CUDA
+    // at::dropout runs the fused native_dropout, which draws differently.
     at::Tensor noise = at::empty_like(x, at::MemoryFormat::Contiguous);
     noise.bernoulli_(1 - p);
     save_mask(ctx, layer, encode_positive_mask(noise), x);

@@ -1,4 +1,4 @@
-#include "actkit/converters/fused.h"
+#include "actkit/layers/fused.h"
 
 #include "actkit/layers/modules.h"
 

@@ -1,4 +1,4 @@
-#include "actkit/converters/swappable.h"
+#include "actkit/layers/replaceable_module.h"
 
 #include <c10/util/StringUtil.h>
 
@@ -6,9 +6,9 @@
 
 namespace actkit {
 
-void SwappableModule::swap_child(const std::string& name, torch::nn::AnyModule replacement) {
+void ReplaceableModule::replace_child(const std::string& name, torch::nn::AnyModule replacement) {
   auto it = slots_.find(name);
-  if (it == slots_.end()) throw InvalidInput(c10::str("swap_child: ", this->name(), " has no slot '", name, "'"));
+  if (it == slots_.end()) throw InvalidInput(c10::str("replace_child: ", this->name(), " has no slot '", name, "'"));
   replace_module(name, replacement.ptr());
   *it->second = std::move(replacement);
 }

@@ -1,4 +1,4 @@
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 
 #include <torch/torch.h>
 
@@ -74,28 +74,37 @@ at::Tensor ZooModel::loss(const at::Tensor& input, const at::Tensor& output, con
   return fused_cross_entropy(output, labels);
 }
 
+const std::vector<ModelEntry>& model_registry() {
+  static const std::vector<ModelEntry> registry = [] {
+    std::vector<ModelEntry> all = detail::cnn_models();
+    for (ModelEntry& e : detail::transformer_models()) all.push_back(std::move(e));
+    return all;
+  }();
+  return registry;
+}
+
+const ModelEntry& find_model(const std::string& name) {
+  const std::vector<ModelEntry>& registry = model_registry();
+  for (const ModelEntry& e : registry) {
+    if (e.name == name) return e;
+  }
+  std::string known;
+  for (const ModelEntry& e : registry) known += (known.empty() ? "" : ", ") + e.name;
+  throw InvalidInput(c10::str("unknown model '", name, "' (known: ", known, ")"));
+}
+
 std::vector<std::string> model_names() {
-  return {"resnet18",    "resnet34",     "resnet50", "resnet101", "resnet152",  "wide_resnet50_2", "vgg11_bn",
-          "vgg16_bn",    "densenet121",  "mobilenet_v2", "gpt2",  "gpt2-small", "bert",            "bert-base",
-          "vit",         "vit-b16"};
+  std::vector<std::string> names;
+  for (const ModelEntry& e : model_registry()) names.push_back(e.name);
+  return names;
 }
 
 std::shared_ptr<ZooModel> make_model(const std::string& name, const ModelOptions& options) {
+  const ModelEntry& entry = find_model(name);
   if (options.num_classes <= 0 || options.in_channels <= 0 || options.image_size <= 0) {
     throw InvalidInput(c10::str(name, ": num_classes, in_channels and image_size must be positive"));
   }
-  check_model_name(name);
-  if (auto m = detail::make_cnn(name, options)) return m;
-  if (auto m = detail::make_transformer(name, options)) return m;
-  throw Error(c10::str("make_model: '", name, "' is listed but has no builder"));
-}
-
-void check_model_name(const std::string& name) {
-  const std::vector<std::string> names = model_names();
-  if (std::find(names.begin(), names.end(), name) != names.end()) return;
-  std::string known;
-  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-  throw InvalidInput(c10::str("unknown model '", name, "' (known: ", known, ")"));
+  return entry.build(name, options);
 }
 
 }  // namespace actkit

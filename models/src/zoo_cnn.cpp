@@ -1,8 +1,8 @@
 // torchvision-equivalent CNNs: same module tree and parameter names.
 #include <torch/torch.h>
 
-#include "actkit/converters/fused.h"
-#include "actkit/converters/zoo.h"
+#include "actkit/layers/fused.h"
+#include "actkit/models/zoo.h"
 #include "actkit/layers/branch_point.h"
 #include "zoo_registry.h"
 
@@ -28,12 +28,12 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride = 1, int64_t 
 
 // ---------------------------------------------------------------- ResNet --
 
-class BasicBlockImpl : public SwappableModule {
+class BasicBlockImpl : public ReplaceableModule {
  public:
   static constexpr int64_t kExpansion = 1;
   BasicBlockImpl(int64_t in, int64_t planes, int64_t stride, nn::Sequential downsample, int64_t /*groups*/,
                  int64_t /*base_width*/)
-      : SwappableModule("BasicBlock"),
+      : ReplaceableModule("BasicBlock"),
         conv1_(add_slot("conv1", conv(in, planes, 3, stride, 1))),
         bn1_(add_slot("bn1", nn::BatchNorm2d(planes))),
         relu_(add_slot("relu", nn::ReLU(nn::ReLUOptions(true)))),
@@ -56,12 +56,12 @@ class BasicBlockImpl : public SwappableModule {
   nn::Sequential downsample_;
 };
 
-class BottleneckImpl : public SwappableModule {
+class BottleneckImpl : public ReplaceableModule {
  public:
   static constexpr int64_t kExpansion = 4;
   BottleneckImpl(int64_t in, int64_t planes, int64_t stride, nn::Sequential downsample, int64_t groups,
                  int64_t base_width)
-      : SwappableModule("Bottleneck"),
+      : ReplaceableModule("Bottleneck"),
         conv1_(add_slot("conv1", conv(in, width(planes, groups, base_width), 1))),
         bn1_(add_slot("bn1", nn::BatchNorm2d(width(planes, groups, base_width)))),
         conv2_(add_slot("conv2", conv(width(planes, groups, base_width), width(planes, groups, base_width), 3,
@@ -187,10 +187,10 @@ class VGGImpl : public ZooModel {
 
 // -------------------------------------------------------------- DenseNet --
 
-class DenseLayerImpl : public SwappableModule {
+class DenseLayerImpl : public ReplaceableModule {
  public:
   DenseLayerImpl(int64_t in, int64_t growth, int64_t bn_size)
-      : SwappableModule("DenseLayer"),
+      : ReplaceableModule("DenseLayer"),
         norm1_(add_slot("norm1", nn::BatchNorm2d(in))),
         relu1_(add_slot("relu1", nn::ReLU(nn::ReLUOptions(true)))),
         conv1_(add_slot("conv1", conv(in, bn_size * growth, 1))),
@@ -336,23 +336,37 @@ std::vector<int64_t> vgg_config(const std::string& name) {
 
 }  // namespace
 
-std::shared_ptr<ZooModel> detail::make_cnn(const std::string& name, const ModelOptions& o) {
-  if (name == "resnet18") return std::make_shared<ResNetImpl<BasicBlockImpl>>(name, std::vector<int64_t>{2, 2, 2, 2}, o);
-  if (name == "resnet34") return std::make_shared<ResNetImpl<BasicBlockImpl>>(name, std::vector<int64_t>{3, 4, 6, 3}, o);
-  if (name == "resnet50") return std::make_shared<ResNetImpl<BottleneckImpl>>(name, std::vector<int64_t>{3, 4, 6, 3}, o);
-  if (name == "resnet101") {
-    return std::make_shared<ResNetImpl<BottleneckImpl>>(name, std::vector<int64_t>{3, 4, 23, 3}, o);
-  }
-  if (name == "resnet152") {
-    return std::make_shared<ResNetImpl<BottleneckImpl>>(name, std::vector<int64_t>{3, 8, 36, 3}, o);
-  }
-  if (name == "wide_resnet50_2") {
-    return std::make_shared<ResNetImpl<BottleneckImpl>>(name, std::vector<int64_t>{3, 4, 6, 3}, o, 128);
-  }
-  if (name == "vgg11_bn" || name == "vgg16_bn") return std::make_shared<VGGImpl>(name, vgg_config(name), o);
-  if (name == "densenet121") return std::make_shared<DenseNetImpl>(name, 32, std::vector<int64_t>{6, 12, 24, 16}, 64, o);
-  if (name == "mobilenet_v2") return std::make_shared<MobileNetV2Impl>(name, o);
-  return nullptr;
+std::vector<ModelEntry> detail::cnn_models() {
+  // A ResNet with `blocks` per stage; `width` is the bottleneck width of the first stage.
+  const auto resnet = [](std::vector<int64_t> blocks, bool bottleneck, int64_t width = 64) {
+    return [=](const std::string& name, const ModelOptions& o) -> std::shared_ptr<ZooModel> {
+      if (bottleneck) return std::make_shared<ResNetImpl<BottleneckImpl>>(name, blocks, o, width);
+      return std::make_shared<ResNetImpl<BasicBlockImpl>>(name, blocks, o, width);
+    };
+  };
+  const auto vgg = [](const std::string& name, const ModelOptions& o) -> std::shared_ptr<ZooModel> {
+    return std::make_shared<VGGImpl>(name, vgg_config(name), o);
+  };
+  const Task c = Task::kClassification;
+  const InputKind images = InputKind::kImages;
+  return {
+      {"resnet18", c, images, "ResNet-18 (torchvision names)", resnet({2, 2, 2, 2}, false)},
+      {"resnet34", c, images, "ResNet-34", resnet({3, 4, 6, 3}, false)},
+      {"resnet50", c, images, "ResNet-50", resnet({3, 4, 6, 3}, true)},
+      {"resnet101", c, images, "ResNet-101", resnet({3, 4, 23, 3}, true)},
+      {"resnet152", c, images, "ResNet-152", resnet({3, 8, 36, 3}, true)},
+      {"wide_resnet50_2", c, images, "Wide ResNet-50-2", resnet({3, 4, 6, 3}, true, 128)},
+      {"vgg11_bn", c, images, "VGG-11 with batch norm", vgg},
+      {"vgg16_bn", c, images, "VGG-16 with batch norm", vgg},
+      {"densenet121", c, images, "DenseNet-121",
+       [](const std::string& name, const ModelOptions& o) -> std::shared_ptr<ZooModel> {
+         return std::make_shared<DenseNetImpl>(name, 32, std::vector<int64_t>{6, 12, 24, 16}, 64, o);
+       }},
+      {"mobilenet_v2", c, images, "MobileNetV2",
+       [](const std::string& name, const ModelOptions& o) -> std::shared_ptr<ZooModel> {
+         return std::make_shared<MobileNetV2Impl>(name, o);
+       }},
+  };
 }
 
 }  // namespace actkit

@@ -1,15 +1,13 @@
-// Builders behind make_model(), one per model family file.
+// The entries behind model_registry(), one list per model family file.
 #pragma once
 
-#include <memory>
-#include <string>
+#include <vector>
 
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 
 namespace actkit::detail {
 
-// nullptr when `name` is not a model of that family.
-std::shared_ptr<ZooModel> make_cnn(const std::string& name, const ModelOptions& options);
-std::shared_ptr<ZooModel> make_transformer(const std::string& name, const ModelOptions& options);
+std::vector<ModelEntry> cnn_models();
+std::vector<ModelEntry> transformer_models();
 
 }  // namespace actkit::detail

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 #include "actkit/core/errors.h"
 #include "actkit/layers/branch_point.h"
 #include "actkit/layers/modules.h"
@@ -26,10 +26,10 @@ struct BlockConfig {
   std::string gelu;  // "tanh" (GPT-2) or "none"
 };
 
-class SelfAttentionImpl : public SwappableModule {
+class SelfAttentionImpl : public ReplaceableModule {
  public:
   explicit SelfAttentionImpl(const BlockConfig& c)
-      : SwappableModule("SelfAttention"), heads_(c.heads), causal_(c.causal),
+      : ReplaceableModule("SelfAttention"), heads_(c.heads), causal_(c.causal),
         c_attn_(add_slot("c_attn", nn::Linear(c.hidden, 3 * c.hidden))),
         scores_(add_slot("scores", MatMul())),
         softmax_(add_slot("softmax", nn::Softmax(-1))),
@@ -60,10 +60,10 @@ class SelfAttentionImpl : public SwappableModule {
 };
 TORCH_MODULE(SelfAttention);
 
-class MlpImpl : public SwappableModule {
+class MlpImpl : public ReplaceableModule {
  public:
   explicit MlpImpl(const BlockConfig& c)
-      : SwappableModule("Mlp"),
+      : ReplaceableModule("Mlp"),
         c_fc_(add_slot("c_fc", nn::Linear(c.hidden, 4 * c.hidden))),
         act_(add_slot("act", nn::GELU(nn::GELUOptions().approximate(c.gelu)))),
         c_proj_(add_slot("c_proj", nn::Linear(4 * c.hidden, c.hidden))),
@@ -76,10 +76,10 @@ class MlpImpl : public SwappableModule {
 };
 TORCH_MODULE(Mlp);
 
-class BlockImpl : public SwappableModule {
+class BlockImpl : public ReplaceableModule {
  public:
   explicit BlockImpl(const BlockConfig& c)
-      : SwappableModule("TransformerBlock"), pre_norm_(c.pre_norm),
+      : ReplaceableModule("TransformerBlock"), pre_norm_(c.pre_norm),
         ln_1_(add_slot("ln_1", nn::LayerNorm(nn::LayerNormOptions({c.hidden}).eps(1e-5)))),
         ln_2_(add_slot("ln_2", nn::LayerNorm(nn::LayerNormOptions({c.hidden}).eps(1e-5)))) {
     attn_ = register_module("attn", SelfAttention(c));
@@ -232,27 +232,51 @@ class ViTImpl : public ZooModel {
 
 }  // namespace
 
-std::shared_ptr<ZooModel> detail::make_transformer(const std::string& name, const ModelOptions& options) {
-  ModelOptions o = options;
-  if (name == "gpt2-small" || name == "bert-base" || name == "vit-b16") {
-    o.layers = 12;
-    o.hidden = 768;
-    o.heads = 12;
-  }
-  if (name != "gpt2" && name != "gpt2-small" && name != "bert" && name != "bert-base" && name != "vit" &&
-      name != "vit-b16") {
+namespace {
+
+enum class Family { kGPT2, kBert, kViT };
+
+// The builder of a transformer of `family`; `base` fixes the 12-layer,
+// 768-wide, 12-head shape (gpt2-small, bert-base, vit-b16), otherwise the
+// options' shape is used.
+std::function<std::shared_ptr<ZooModel>(const std::string&, const ModelOptions&)> transformer(Family family,
+                                                                                              bool base) {
+  return [=](const std::string& name, const ModelOptions& options) -> std::shared_ptr<ZooModel> {
+    ModelOptions o = options;
+    if (base) {
+      o.layers = 12;
+      o.hidden = 768;
+      o.heads = 12;
+    }
+    if (o.hidden <= 0 || o.heads <= 0 || o.hidden % o.heads != 0 || o.layers < 0) {
+      throw InvalidInput(c10::str(name, ": hidden (", o.hidden, ") must be a positive multiple of heads (", o.heads,
+                                  ")"));
+    }
+    switch (family) {
+      case Family::kGPT2: return std::make_shared<GPT2Impl>(name, o);
+      case Family::kBert:
+        // BERT's position table is 512 long unless the caller asked otherwise.
+        if (o.max_positions > 512 && options.max_positions == ModelOptions{}.max_positions) o.max_positions = 512;
+        return std::make_shared<BertImpl>(name, o);
+      case Family::kViT: return std::make_shared<ViTImpl>(name, o);
+    }
     return nullptr;
-  }
-  if (o.hidden <= 0 || o.heads <= 0 || o.hidden % o.heads != 0 || o.layers < 0) {
-    throw InvalidInput(c10::str(name, ": hidden (", o.hidden, ") must be a positive multiple of heads (", o.heads,
-                                ")"));
-  }
-  if (name.rfind("gpt2", 0) == 0) return std::make_shared<GPT2Impl>(name, o);
-  if (name.rfind("bert", 0) == 0) {
-    if (o.max_positions > 512 && options.max_positions == ModelOptions{}.max_positions) o.max_positions = 512;
-    return std::make_shared<BertImpl>(name, o);
-  }
-  return std::make_shared<ViTImpl>(name, o);
+  };
+}
+
+}  // namespace
+
+std::vector<ModelEntry> detail::transformer_models() {
+  const Task lm = Task::kLanguageModel, c = Task::kClassification;
+  const InputKind tokens = InputKind::kTokens, images = InputKind::kImages;
+  return {
+      {"gpt2", lm, tokens, "GPT-2 decoder, shape from the options", transformer(Family::kGPT2, false)},
+      {"gpt2-small", lm, tokens, "GPT-2 small: 12 layers, 768 wide", transformer(Family::kGPT2, true)},
+      {"bert", c, tokens, "BERT-style encoder + classifier, shape from the options", transformer(Family::kBert, false)},
+      {"bert-base", c, tokens, "BERT-base: 12 layers, 768 wide", transformer(Family::kBert, true)},
+      {"vit", c, images, "ViT, shape from the options", transformer(Family::kViT, false)},
+      {"vit-b16", c, images, "ViT-B/16: 12 layers, 768 wide", transformer(Family::kViT, true)},
+  };
 }
 
 }  // namespace actkit

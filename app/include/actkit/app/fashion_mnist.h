@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace actkit::bench {
+namespace actkit::app {
 
 // The package's install location.
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
@@ -26,4 +26,4 @@ ImageDataset load_fashion_mnist(const std::string& dir, const std::string& split
 // fixed random linear function of the pixels (so it can be learned).
 ImageDataset synthetic_images(int64_t n, int64_t classes, int64_t channels, int64_t size, uint64_t seed);
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

@@ -6,10 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "actkit/converters/zoo.h"
-#include "node_profile.h"
+#include "actkit/core/level.h"
+#include "actkit/models/zoo.h"
+#include "actkit/app/node_profile.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 
 struct StepMeasurement {
   std::string level;
@@ -34,12 +35,12 @@ struct StepMeasurement {
   std::vector<NodePeak> nodes;
 };
 
-struct MemoryBenchConfig {
+struct LevelMemoryConfig {
   std::string model = "resnet50";
   ModelOptions options;
   int64_t batch = 8;
   int64_t length = 224;  // image size or sequence length
-  std::vector<std::string> levels = {"L0", "L1", "L2", "L3"};
+  std::vector<LevelConfig> levels = parse_level_list("L0,L1,L2,L3");
   uint64_t seed = 0;
   int steps = 2;  // timed steps per level after one warm-up step
   std::string device = "cpu";  // or "cuda[:N]" (memory from the CUDA caching allocator)
@@ -55,6 +56,6 @@ int64_t activation_bytes(int64_t before, int64_t ready, const at::Tensor& output
 // converts it, and measures training steps on `device` (the CPU with the
 // tracking allocator installed, or CUDA). Throws InvalidInput for an unknown model or level, or
 // a batch/length below 1.
-std::vector<StepMeasurement> run_memory_bench(const MemoryBenchConfig& config);
+std::vector<StepMeasurement> measure_level_memory(const LevelMemoryConfig& config);
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

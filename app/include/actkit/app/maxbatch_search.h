@@ -7,15 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "actkit/converters/zoo.h"
+#include "actkit/core/level.h"
+#include "actkit/models/zoo.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 
 struct MaxBatchConfig {
   std::string model = "resnet50";
   ModelOptions options;
   int64_t length = 64;   // image size or sequence length
-  std::vector<std::string> levels = {"L0", "L1", "L2", "L3", "L4", "L5"};
+  std::vector<LevelConfig> levels = parse_level_list("L0,L1,L2,L3,L4,L5");
   int64_t budget = int64_t(1) << 30;  // bytes of simulated device memory (CPU)
   std::string device = "cpu";         // or "cuda[:N]": the real device, no budget
   uint64_t seed = 0;
@@ -60,4 +61,4 @@ struct MaxBatchResult {
 std::vector<MaxBatchResult> run_maxbatch(const MaxBatchConfig& config,
                                          const std::function<void(const std::string&, const BatchProbe&)>& on_probe);
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

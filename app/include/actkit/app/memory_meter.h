@@ -9,9 +9,9 @@
 #include <cstdint>
 
 #include "actkit/allocator/tracking_allocator.h"
-#include "node_profile.h"
+#include "actkit/app/node_profile.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 
 class MemoryMeter {
  public:
@@ -32,4 +32,4 @@ class MemoryMeter {
   ScopedCpuTracking tracking_;
 };
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

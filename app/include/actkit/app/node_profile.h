@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace actkit::bench {
+namespace actkit::app {
 
 struct NodePeak {
   int64_t order = 0;         // position in execution order, from 0
@@ -47,4 +47,4 @@ class BackwardProfile {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

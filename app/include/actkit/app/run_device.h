@@ -5,11 +5,11 @@
 
 #include <string>
 
-namespace actkit::bench {
+namespace actkit::app {
 
 // Parses "cpu" or "cuda[:N]". Throws InvalidInput, prefixed with `what`
 // (the command), for anything else, or for CUDA where this build or machine
 // has none.
 at::Device parse_run_device(const std::string& text, const char* what);
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

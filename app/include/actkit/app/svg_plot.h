@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace actkit::bench {
+namespace actkit::app {
 
 struct PlotSeries {
   std::string name;
@@ -18,4 +18,4 @@ struct PlotSeries {
 void write_svg_line_plot(const std::string& path, const std::string& title, const std::string& x_label,
                          const std::string& y_label, const std::vector<PlotSeries>& series);
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

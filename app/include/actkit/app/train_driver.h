@@ -5,13 +5,15 @@
 #include <functional>
 #include <string>
 
-namespace actkit::bench {
+#include "actkit/core/level.h"
+
+namespace actkit::app {
 
 struct TrainConfig {
   std::string model = "resnet18";
   std::string data = "fashion-mnist";  // or "synthetic"
   std::string data_dir;                // default: the Debian package's directory
-  std::string level = "L3";
+  LevelConfig level = level_preset("L3");
   int epochs = 1;
   int64_t batch = 64;
   uint64_t seed = 0;
@@ -46,4 +48,4 @@ struct TrainResult {
 // missing data directory, or non-positive epochs/batch.
 TrainResult run_training(const TrainConfig& config, const std::function<void(const TrainProgress&)>& on_progress);
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

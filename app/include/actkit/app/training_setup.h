@@ -8,9 +8,9 @@
 #include <string>
 
 #include "actkit/converters/convert.h"
-#include "actkit/converters/zoo.h"
+#include "actkit/models/zoo.h"
 
-namespace actkit::bench {
+namespace actkit::app {
 
 struct TrainingSetup {
   std::shared_ptr<ZooModel> model;
@@ -29,6 +29,6 @@ struct TrainingSetup {
 // InvalidInput for an unknown model or level; whatever the allocation
 // throws (OutOfMemory under a budget).
 TrainingSetup make_training_setup(const std::string& model, ModelOptions options, int64_t length, int64_t batch,
-                                  const std::string& level, uint64_t seed, at::Device device = at::kCPU);
+                                  const LevelConfig& level, uint64_t seed, at::Device device = at::kCPU);
 
-}  // namespace actkit::bench
+}  // namespace actkit::app

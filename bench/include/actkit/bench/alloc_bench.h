@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actkit/allocator/allocation_trace.h"
+#include "actkit/core/level.h"
 
 namespace actkit::bench {
 
@@ -16,7 +17,7 @@ struct TraceSpec {
   std::string model;
   int64_t batch = 0;
   int64_t length = 0;
-  std::string level = "L0";
+  LevelConfig level = level_preset("L0");
   std::string name() const;
 };
 

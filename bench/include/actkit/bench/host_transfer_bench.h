@@ -30,6 +30,10 @@ struct HostTransferReport {
   Direction pageable_chunks;  // chunk copies to/from ordinary (pageable) host tensors
   Direction swapper;          // ActivationSwapper::stash / load of chunk-sized payloads
   int64_t chunks = 0;
+  // Every path moved the bytes intact: the host copy equals the device's
+  // bytes, and every payload the swapper loaded back equals the one stashed
+  // (checked outside the timed regions).
+  bool verified = false;
 };
 
 // Throws InvalidInput for a bad device or sizes (chunk > bytes, zero).

@@ -10,6 +10,7 @@
 
 #include "actkit/core/controller.h"
 #include "actkit/core/level.h"
+#include "actkit/swap/activation_swapper.h"
 
 namespace actkit {
 
@@ -30,12 +31,13 @@ struct ConvertReport {
 
 struct ConvertResult {
   std::shared_ptr<Controller> controller;  // owns the level; call step() after each optimizer step
+  std::shared_ptr<ActivationSwapper> swapper;  // where saved activations go at L4+; null below
   ConvertReport report;
 };
 
 // Converts `module` in place. Children are replaced where the parent calls
 // them through something swappable: torch::nn::Sequential, ModuleList,
-// ModuleDict or a SwappableModule slot; a child held in a fixed member of
+// ModuleDict or a ReplaceableModule slot; a child held in a fixed member of
 // another module type is reported in `kept`. Supported layers: Conv1d/2d/3d,
 // ConvTranspose2d, Linear, BatchNorm1d/2d, LayerNorm, ReLU, ReLU6, GELU,
 // SiLU, Dropout, Softmax, MaxPool2d, AvgPool2d and actkit::MatMul. Every supported layer is wrapped

@@ -17,7 +17,7 @@ namespace actkit {
 using kernels::MetaFormat;
 
 enum class CodecKind : uint8_t {
-  kPerGroup = 1,  // per-group stochastic quantization (design.md 4.1)
+  kPerGroup = 1,  // per-group stochastic quantization (ActNN §4.1; docs/formats.md)
   kMask = 2,      // 1 bit per value
   kIndex = 3,     // small unsigned integers, 1..8 bits per value
 };

@@ -1,4 +1,4 @@
-// Optimization levels (design.md 4.4): each level is a preset of
+// Optimization levels (docs/levels.md): each level is a preset of
 // independent switches, and every switch can be overridden per run.
 //
 //   L0  nothing compressed: plain fp32 training through the same layers
@@ -31,6 +31,7 @@ constexpr int64_t kChunkBytesAuto = -1;
 
 struct LevelConfig {
   std::string level = "L0";     // the preset this started from
+  std::string spec = "L0";      // what it was parsed from, preset spelled canonically, e.g. "L3:bits=1.5"
   bool compress_conv = false;   // Conv*, ConvTranspose*
   bool compress_linear = false; // Linear, MatMul / attention
   bool compress_norm = false;   // BatchNorm*, LayerNorm
@@ -67,8 +68,8 @@ struct LevelConfig {
 // need splitting. Throws what device_total_bytes() throws.
 int64_t chunk_bytes_for(const LevelConfig& config, at::Device device);
 
-// The preset for "L0".."L5" (case-insensitive). Throws InvalidInput for an
-// unknown name.
+// The preset for "L0".."L5" (case-insensitive: "l3" is "L3"). Throws
+// InvalidInput for an unknown name.
 LevelConfig level_preset(const std::string& name);
 
 // Applies "key=value" overrides to a config: bits (1..8, may be fractional
@@ -84,8 +85,16 @@ LevelConfig with_overrides(LevelConfig config, const std::vector<std::string>& o
 // (binary units). Throws InvalidInput for anything else or a negative size.
 int64_t parse_byte_size(const std::string& text);
 
-// Parses "L3" or "L3:bits=1.5,group_size=128" (preset, then overrides).
+// Parses "L3" or "L3:bits=1.5,group_size=128" (preset, then overrides);
+// the result's `spec` is the text with the preset's canonical spelling.
+// The one parser of levels: commands parse a level once, where it enters
+// (a flag, an API call), and pass the LevelConfig on. Throws InvalidInput.
 LevelConfig parse_level(const std::string& spec);
+
+// Parses "L0,L3,l5:prefetch=2" (levels separated by commas outside a
+// level's overrides: a part that starts with a preset name begins a new
+// level). Throws InvalidInput for an empty list or a bad level.
+std::vector<LevelConfig> parse_level_list(const std::string& list);
 
 // A one-line description, e.g. "L3 (bits=2 mixed conv,linear,norm,act)".
 std::string describe(const LevelConfig& config);

@@ -1,4 +1,4 @@
-// Per-group stochastic quantization (design.md 4.1; ActNN 4.1).
+// Per-group stochastic quantization (ActNN §4.1; byte layout in docs/formats.md).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,9 +26,11 @@ struct PerGroupOptions {
   NonFinitePolicy non_finite = NonFinitePolicy::kError;
 };
 
-// Quantizes `x` (fp32, fp16 or bf16; any strides; rank >= 1; CPU or CUDA)
-// as N = x.size(0) samples (rank 1: one sample) of D values each, split into
-// groups of options.group_size. Element i's rounding noise depends only on
+// Quantizes `x` (fp32, fp16 or bf16; rank >= 1; CPU or CUDA) as N =
+// x.size(0) samples (rank 1: one sample) of D values each, split into groups
+// of options.group_size. Any strides are accepted: a non-contiguous view is
+// first copied to a contiguous temporary (one input-sized allocation), so it
+// is encoded by value. Element i's rounding noise depends only on
 // (seed, i), so CPU and CUDA give the same payload for one seed.
 // Throws InvalidInput for an unsupported dtype/device/rank, bits outside
 // 1..8, sample_bits of the wrong length, a bad group size, or (with

@@ -21,6 +21,19 @@ class SwappedPayload {
   virtual int64_t byte_size() const = 0;
 };
 
+// Where compressed payloads go between forward and backward when a level
+// offloads them (L4+). The controller calls it; swap/ implements it
+// (ActivationSwapper, over the host tier and the offload engine), so core
+// holds no file or host-memory code.
+class ActivationOffload {
+ public:
+  virtual ~ActivationOffload() = default;
+  // Moves `ct`'s payload out of device memory and returns the handle that
+  // brings it back. Throws IoError if the payload cannot be placed; the
+  // caller still holds `ct` then.
+  virtual std::shared_ptr<SwappedPayload> stash(const CompressedTensor& ct) = 0;
+};
+
 class SavedActivation {
  public:
   SavedActivation() = default;

@@ -1,4 +1,4 @@
-// The scalar arithmetic of per-group stochastic quantization (design.md 4.1),
+// The scalar arithmetic of per-group stochastic quantization (ActNN §4.1; layout in docs/formats.md),
 // shared verbatim by the CPU and CUDA kernels.
 //
 // For a group with minimum m and maximum M, the stored zero point Z is m

@@ -1,7 +1,7 @@
-// A module whose children can be swapped after construction. LibTorch
+// A module whose children can be replaced after construction. LibTorch
 // modules call their children through fixed members, so replacing a child
-// in the registry does not change what forward() runs; a SwappableModule
-// calls its children through slots that follow every swap. The model zoo is
+// in the registry does not change what forward() runs; a ReplaceableModule
+// calls its children through slots that follow every replacement. The model zoo is
 // built from these (and from Sequential / ModuleList, which convert() also
 // edits in place).
 #pragma once
@@ -14,7 +14,7 @@
 
 namespace actkit {
 
-class SwappableModule : public torch::nn::Module {
+class ReplaceableModule : public torch::nn::Module {
  public:
   using torch::nn::Module::Module;
 
@@ -23,7 +23,7 @@ class SwappableModule : public torch::nn::Module {
 
   // Replaces child `name` for forward() and in the module registry.
   // Throws InvalidInput if `name` is not a slot.
-  void swap_child(const std::string& name, torch::nn::AnyModule replacement);
+  void replace_child(const std::string& name, torch::nn::AnyModule replacement);
 
  protected:
   // Registers `module` as child `name` and returns the slot to call it

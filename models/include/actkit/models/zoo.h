@@ -5,11 +5,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "actkit/converters/swappable.h"
+#include "actkit/layers/replaceable_module.h"
 
 namespace actkit {
 
@@ -33,9 +34,9 @@ struct ModelOptions {
   int64_t patch_size = 16;  // ViT
 };
 
-class ZooModel : public SwappableModule {
+class ZooModel : public ReplaceableModule {
  public:
-  ZooModel(const std::string& name, Task task) : SwappableModule(name), task_(task) {}
+  ZooModel(const std::string& name, Task task) : ReplaceableModule(name), task_(task) {}
   virtual at::Tensor forward(const at::Tensor& input) = 0;
   Task task() const { return task_; }
   // A random input batch: images (N, C, S, S) for image models, token ids
@@ -56,18 +57,34 @@ class ZooModel : public SwappableModule {
   Task task_;
 };
 
-// Builds a zoo model: resnet18/34/50/101/152, wide_resnet50_2, vgg11_bn,
-// vgg16_bn, densenet121, mobilenet_v2, gpt2 (configurable through
-// `options`), gpt2-small (12 layers, 768 wide), bert (encoder + classifier),
-// vit (vit-b/16 by default). Throws InvalidInput for an unknown name or
-// inconsistent options (e.g. hidden not divisible by heads).
-std::shared_ptr<ZooModel> make_model(const std::string& name, const ModelOptions& options = {});
+// What a model's input is: images (N, C, S, S) or token ids (N, T).
+enum class InputKind { kImages, kTokens };
 
-// Names make_model() accepts.
+// One entry per model name: all the rest of the program may know about a
+// model without building it.
+struct ModelEntry {
+  std::string name;
+  Task task;
+  InputKind input;
+  std::string description;
+  std::function<std::shared_ptr<ZooModel>(const std::string& name, const ModelOptions& options)> build;
+};
+
+// Every zoo model, in the order `actkit` lists them: resnet18/34/50/101/152,
+// wide_resnet50_2, vgg11_bn, vgg16_bn, densenet121, mobilenet_v2, gpt2
+// (configurable through ModelOptions), gpt2-small (12 layers, 768 wide),
+// bert (encoder + classifier), bert-base, vit, vit-b16.
+const std::vector<ModelEntry>& model_registry();
+
+// The entry named `name`. Throws InvalidInput naming the known models.
+const ModelEntry& find_model(const std::string& name);
+
+// The names in model_registry(), in its order.
 std::vector<std::string> model_names();
 
-// Throws InvalidInput naming the known models unless `name` is one of them.
-void check_model_name(const std::string& name);
+// Builds a zoo model. Throws InvalidInput for an unknown name or
+// inconsistent options (e.g. hidden not divisible by heads).
+std::shared_ptr<ZooModel> make_model(const std::string& name, const ModelOptions& options = {});
 
 // Mean cross entropy of logits (M, V) against targets (M); targets of -100
 // are ignored. Backward recomputes the softmax from the logits instead of

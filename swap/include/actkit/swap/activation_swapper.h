@@ -39,7 +39,7 @@ struct SwapStats {
   HostTierStats tier;
 };
 
-class ActivationSwapper {
+class ActivationSwapper : public ActivationOffload {
  public:
   // Uses config.host_budget (0 when swap=file), config.swap_dir and
   // config.prefetch; copies go through `transfers` (null: the default
@@ -51,7 +51,7 @@ class ActivationSwapper {
   // tier cannot take an earlier payload whose copy has finished (then
   // nothing of `ct` was started and the caller still holds it), Error if
   // the device refuses the copy.
-  std::shared_ptr<SwappedPayload> stash(const CompressedTensor& ct);
+  std::shared_ptr<SwappedPayload> stash(const CompressedTensor& ct) override;
   // Waits for every unfinished copy out and hands those payloads to the
   // host tier (their device memory goes with the last reference). Throws
   // as stash() does.

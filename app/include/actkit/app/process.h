@@ -1,0 +1,37 @@
+// Running another program: fio for the swap benchmark, a converter for PNG
+// plots, this executable again for a level that needs a process of its own.
+// Always an argument vector handed to the program (posix_spawn), never a
+// shell command line, so paths and names pass through as they are.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace actkit::app {
+
+struct ProcessResult {
+  int exit_status = -1;  // the exit status, or -1 when a signal ended it
+  int signal = 0;        // the signal that ended it, 0 if it exited
+  std::string output;    // its standard output, when captured
+  bool succeeded() const { return exit_status == 0; }
+};
+
+enum class ChildOutput {
+  kInherit,  // the child writes where we do
+  kCapture,  // its stdout comes back in ProcessResult::output; stderr is ours
+  kDiscard,  // stdout and stderr go to /dev/null
+};
+
+// Runs argv[0] (looked up in PATH when it has no '/') with arguments argv,
+// waits for it and returns how it ended. Flushes our stdout/stderr first so
+// the child's lines come after ours. Throws InvalidInput for an empty argv,
+// IoError naming the program if it cannot be started (not found included).
+ProcessResult run_process(const std::vector<std::string>& argv, ChildOutput output = ChildOutput::kInherit);
+
+// Whether `program` is an executable file in PATH (or at that path).
+bool program_in_path(const std::string& program);
+
+// The path of this running executable.
+std::string self_executable();
+
+}  // namespace actkit::app

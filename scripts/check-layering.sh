@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fails when a module includes a module above it (docs/architecture.md).
+# The per-module CMake targets already keep most wrong-way includes from
+# compiling; this also covers headers no target compiles on its own, the
+# test-only folders and the rules CMake cannot state (kernels without
+# LibTorch, c10d only in comm/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# module: the modules it may include (itself included).
+declare -A allowed=(
+  [kernels]="kernels"
+  [core]="core kernels"
+  [layers]="layers core kernels"
+  [allocator]="allocator core kernels"
+  [swap]="swap core kernels"
+  [models]="models layers core kernels"
+  [converters]="converters layers swap core kernels"
+  [comm]="comm swap core kernels"
+  [pipeline]="pipeline comm app models converters layers allocator swap core kernels"
+  [optim]="optim comm core kernels"
+  [app]="app models converters layers allocator swap core kernels"
+  [bench]="bench app models converters layers allocator swap core kernels"
+  [cli]="cli pipeline optim comm bench app models converters layers allocator swap core kernels"
+)
+
+status=0
+fail() { echo "layering: $*" >&2; status=1; }
+
+for module in "${!allowed[@]}"; do
+  [ -d "$module" ] || continue
+  while IFS= read -r line; do
+    file=${line%%:*}
+    used=$(sed -E 's/.*#include "actkit\/([a-z_]+)\/.*/\1/' <<<"$line")
+    [[ " ${allowed[$module]} " == *" $used "* ]] || fail "$file includes actkit/$used/ (${module}/ may use: ${allowed[$module]})"
+  done < <(grep -rnE '^\s*#\s*include "actkit/[a-z_]+/' "$module" --include='*.h' --include='*.cpp' --include='*.cu' || true)
+done
+
+# The kernels are arithmetic over raw pointers: no LibTorch.
+if grep -rnE '^\s*#\s*include <(torch|ATen|c10)/' kernels; then fail "kernels/ includes LibTorch (above)"; fi
+# Only comm/ talks to c10d.
+if grep -rnE '^\s*#\s*include <(torch/csrc/distributed|c10d)/' --include='*.h' --include='*.cpp' . | grep -v '^\./comm/'; then
+  fail "c10d included outside comm/ (above)"
+fi
+[ $status -eq 0 ] && echo "layering: every include goes down"
+exit $status
