@@ -21,7 +21,7 @@ std::vector<actkit::BitItem> instance(int64_t items, int64_t layers) {
 void BM_GreedyAllocation(benchmark::State& state) {
   const auto items = instance(state.range(0), 100);
   double budget = 0;
-  for (const auto& it : items) budget += 2.0 * double(it.dim);
+  for (const auto& it : items) budget += 2.0 * double(it.values);
   for (auto _ : state) benchmark::DoNotOptimize(actkit::allocate_bits_greedy(items, budget));
   state.SetItemsProcessed(state.iterations() * state.range(0));
   state.SetComplexityN(state.range(0));

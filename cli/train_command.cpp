@@ -77,8 +77,15 @@ void run_train(TrainArgs& a) {
                    {"step_time_ms", r.step_time_ms},
                    {"peak_bytes", r.peak_bytes},
                    {"activation_bytes", r.activation_bytes}};
-  // Compared with L0 unless the level is plain fp32 training itself.
-  if (a.compare && (c.level.compresses_anything() || c.level.swap != SwapTarget::kNone)) {
+  // Compared with L0 unless the level is plain fp32 training itself. An L5
+  // run on CUDA holds the defrag allocator for the whole process, and L0
+  // needs LibTorch's: that comparison takes a process of its own.
+  const bool l0_needs_own_process = c.level.defrag_allocator && at::Device(c.device).is_cuda();
+  if (a.compare && l0_needs_own_process) {
+    fmt::print("L0 comparison skipped (L5 on CUDA): run `actkit memory --model {} --batch {} --image-size 28 "
+               "--levels L0 --device {}` for it\n",
+               c.model, c.batch, c.device);
+  } else if (a.compare && (c.level.compresses_anything() || c.level.swap != SwapTarget::kNone)) {
     // One training step of the same model and batch at L0, for the saving.
     app::LevelMemoryConfig m;
     m.model = c.model;

@@ -16,7 +16,9 @@ if(TARGET actkit_cli)
   # Found next to the installed library wherever the prefix is: the loader
   # does not search most prefixes on its own.
   file(RELATIVE_PATH _lib_from_bin ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
-  set_target_properties(actkit_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_lib_from_bin}")
+  # LibTorch, TBB and liburing outside the loader's paths (a PyTorch wheel,
+  # a private prefix) are found where the build found them.
+  set_target_properties(actkit_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_lib_from_bin}" INSTALL_RPATH_USE_LINK_PATH ON)
   install(TARGETS actkit_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 

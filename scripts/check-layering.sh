@@ -17,7 +17,7 @@ declare -A allowed=(
   [models]="models layers core kernels"
   [converters]="converters layers swap core kernels"
   [comm]="comm swap core kernels"
-  [pipeline]="pipeline comm app models converters layers allocator swap core kernels"
+  [pipeline]="pipeline comm models converters layers allocator swap core kernels"
   [optim]="optim comm core kernels"
   [app]="app models converters layers allocator swap core kernels"
   [bench]="bench app models converters layers allocator swap core kernels"
@@ -31,15 +31,16 @@ for module in "${!allowed[@]}"; do
   [ -d "$module" ] || continue
   while IFS= read -r line; do
     file=${line%%:*}
-    used=$(sed -E 's/.*#include "actkit\/([a-z_]+)\/.*/\1/' <<<"$line")
+    used=$(sed -E 's/.*#\s*include ["<]actkit\/([a-z_]+)\/.*/\1/' <<<"$line")
     [[ " ${allowed[$module]} " == *" $used "* ]] || fail "$file includes actkit/$used/ (${module}/ may use: ${allowed[$module]})"
-  done < <(grep -rnE '^\s*#\s*include "actkit/[a-z_]+/' "$module" --include='*.h' --include='*.cpp' --include='*.cu' || true)
+  done < <(git ls-files "$module" | grep -E '\.(h|hpp|cpp|cu|cuh)$' | xargs -r grep -nHE '^\s*#\s*include ["<]actkit/[a-z_]+/' || true)
 done
 
 # The kernels are arithmetic over raw pointers: no LibTorch.
-if grep -rnE '^\s*#\s*include <(torch|ATen|c10)/' kernels; then fail "kernels/ includes LibTorch (above)"; fi
+if git ls-files kernels | xargs -r grep -nE '^\s*#\s*include [<"](torch|ATen|c10)/'; then fail "kernels/ includes LibTorch (above)"; fi
 # Only comm/ talks to c10d.
-if grep -rnE '^\s*#\s*include <(torch/csrc/distributed|c10d)/' --include='*.h' --include='*.cpp' . | grep -v '^\./comm/'; then
+if git ls-files | grep -E '\.(h|hpp|cpp|cu|cuh)$' | grep -v '^comm/' |
+   xargs -r grep -nE '^\s*#\s*include [<"](torch/csrc/distributed|c10d)/'; then
   fail "c10d included outside comm/ (above)"
 fi
 [ $status -eq 0 ] && echo "layering: every include goes down"

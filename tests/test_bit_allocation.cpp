@@ -13,7 +13,7 @@ namespace {
 
 int64_t bits_used(const std::vector<BitItem>& items, const std::vector<uint8_t>& bits) {
   int64_t used = 0;
-  for (size_t i = 0; i < items.size(); ++i) used += items[i].dim * bits[i];
+  for (size_t i = 0; i < items.size(); ++i) used += items[i].values * bits[i];
   return used;
 }
 
@@ -29,7 +29,7 @@ void expect_near_optimal(const std::vector<std::vector<BitItem>>& instances, con
   int within = 0, count = 0;
   for (const auto& items : instances) {
     int64_t total_dim = 0;
-    for (const auto& it : items) total_dim += it.dim;
+    for (const auto& it : items) total_dim += it.values;
     for (double avg : avg_bits) {
       const int64_t budget = int64_t(avg * double(total_dim));
       const auto greedy = allocate_bits_greedy(items, double(budget));
@@ -79,7 +79,7 @@ TEST(BitAllocation, GreedyIsNearOptimalOnTinyMixedInstances) {
     std::vector<BitItem> items(static_cast<size_t>(4 + rng() % 9));
     for (auto& it : items) {
       it.sensitivity = sens(rng);
-      it.dim = 1 + int64_t(rng() % 4);
+      it.values = 1 + int64_t(rng() % 4);
     }
     instances.push_back(std::move(items));
   }

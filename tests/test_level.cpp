@@ -109,6 +109,11 @@ TEST(Level, ListsKeepEachLevelsOverridesTogether) {
   EXPECT_THROW(parse_level_list(",,"), InvalidInput);
   EXPECT_THROW(parse_level_list("L0,L9"), InvalidInput);
   EXPECT_THROW(parse_level_list("bits=2"), InvalidInput);  // overrides with no level
+  const std::vector<LevelConfig> spaced = parse_level_list("L0, l3 ,L2,bits=8");
+  ASSERT_EQ(spaced.size(), 3u);
+  EXPECT_EQ(spaced[1].spec, "L3");
+  EXPECT_EQ(spaced[2].spec, "L2:bits=8");
+  EXPECT_DOUBLE_EQ(spaced[2].bits, 8);
 }
 
 TEST(ControllerBudgets, FollowTheRecordedGradients) {

@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <sys/wait.h>
 
 #include <cctype>
 #include <chrono>
@@ -22,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "actkit/app/process.h"
 #include "actkit/converters/convert.h"
+#include "actkit/core/errors.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/models/zoo.h"
 #include "test_util.h"
@@ -52,19 +53,6 @@ std::string python() {
   return env != nullptr && *env != '\0' ? env : ACTKIT_ORACLE_PYTHON;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // max |actual - expected| / max |expected|: one scale for the whole output,
 // so logits near zero do not inflate it.
 double relative_error(const at::Tensor& actual, const at::Tensor& expected) {
@@ -83,20 +71,24 @@ TEST_P(TorchvisionOracle, ZooMatchesTorchvisionBeforeAndAfterConvert) {
   const auto start = std::chrono::steady_clock::now();
 
   TempDir dir;
-  const std::string log = dir.file("reference.log");
-  const std::string command = shell_quote(python()) + " " + shell_quote(ACTKIT_ORACLE_SCRIPT) + " --model " + name +
-                              " --batch 2 --size 224 --out " + shell_quote(dir.path()) + " > " + shell_quote(log) +
-                              " 2>&1";
-  const int status = std::system(command.c_str());
-  const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (exit_code == kNoTorchvision || exit_code == 127) {  // 127: the shell found no interpreter
-    std::string why = read_text(log);
-    while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
-    GTEST_SKIP() << "python3-torchvision is not available to " << python() << " (" << why
-                 << "); install it (scripts/setup.sh) to compare the zoo with torchvision";
+  // The reference run's report comes on stdout; its errors go to ours.
+  const std::vector<std::string> argv = {python(), ACTKIT_ORACLE_SCRIPT, "--model", name, "--batch", "2",
+                                         "--size", "224", "--out", dir.path()};
+  app::ProcessResult reference;
+  try {
+    reference = app::run_process(argv, app::ChildOutput::kCapture);
+  } catch (const IoError& e) {
+    GTEST_SKIP() << "cannot start " << python() << " (" << e.what() << "); install python3-torchvision "
+                 << "(scripts/setup.sh) to compare the zoo with torchvision";
   }
-  ASSERT_EQ(exit_code, 0) << command << " failed:\n" << read_text(log);
-  std::cout << read_text(log);
+  if (reference.exit_status == kNoTorchvision) {
+    GTEST_SKIP() << "python3-torchvision is not available to " << python() << " (its message is above); install "
+                 << "it (scripts/setup.sh) to compare the zoo with torchvision";
+  }
+  ASSERT_TRUE(reference.succeeded()) << python() << " " << ACTKIT_ORACLE_SCRIPT << " failed (status "
+                                     << reference.exit_status << ", signal " << reference.signal << "):\n"
+                                     << reference.output;
+  std::cout << reference.output;
 
   const auto io = read_state_dict(dir.file(name + "_io.pt"));
   const at::Tensor input = io["input"];

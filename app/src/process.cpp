@@ -1,6 +1,7 @@
 #include "actkit/app/process.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,12 +29,21 @@ struct Fd {
   }
 };
 
-// posix_spawn's file actions, destroyed on every path.
+// posix_spawn's file actions and attributes, destroyed on every path.
 struct FileActions {
   posix_spawn_file_actions_t actions;
   FileActions() { posix_spawn_file_actions_init(&actions); }
   ~FileActions() { posix_spawn_file_actions_destroy(&actions); }
 };
+struct SpawnAttributes {
+  posix_spawnattr_t attr;
+  SpawnAttributes() { posix_spawnattr_init(&attr); }
+  ~SpawnAttributes() { posix_spawnattr_destroy(&attr); }
+};
+
+void check(int rc, const std::string& program, const char* what) {
+  if (rc != 0) throw IoError(c10::str("cannot start ", program, ": ", what), rc);
+}
 
 }  // namespace
 
@@ -50,35 +60,52 @@ ProcessResult run_process(const std::vector<std::string>& args, ChildOutput outp
     if (::pipe2(fds, O_CLOEXEC) != 0) throw IoError("cannot make a pipe for " + args.front(), errno);
     read_end.fd = fds[0];
     write_end.fd = fds[1];
-    posix_spawn_file_actions_adddup2(&fa.actions, write_end.fd, STDOUT_FILENO);
+    check(posix_spawn_file_actions_adddup2(&fa.actions, write_end.fd, STDOUT_FILENO), args.front(), "dup2");
   } else if (output == ChildOutput::kDiscard) {
-    posix_spawn_file_actions_addopen(&fa.actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, STDERR_FILENO);
+    check(posix_spawn_file_actions_addopen(&fa.actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0), args.front(),
+          "/dev/null");
+    check(posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, STDERR_FILENO), args.front(), "dup2");
   }
+  // The child starts with default signal handling and nothing blocked,
+  // whatever this process ignores or blocks (SIGPIPE, say).
+  SpawnAttributes sa;
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  check(posix_spawnattr_setsigmask(&sa.attr, &none), args.front(), "signal mask");
+  check(posix_spawnattr_setsigdefault(&sa.attr, &all), args.front(), "signal defaults");
+  check(posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF), args.front(), "flags");
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, argv[0], &fa.actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawnp(&pid, argv[0], &fa.actions, &sa.attr, argv.data(), environ);
   if (rc != 0) throw IoError("cannot start " + args.front(), rc);
-  ::close(write_end.fd);
-  write_end.fd = -1;
+  if (write_end.fd >= 0) {
+    ::close(write_end.fd);  // the child holds its own copy; EOF comes when it exits
+    write_end.fd = -1;
+  }
 
   ProcessResult result;
+  int read_error = 0;
   if (read_end.fd >= 0) {
     char buf[4096];
     for (;;) {
       const ssize_t n = ::read(read_end.fd, buf, sizeof(buf));
       if (n > 0) {
         result.output.append(buf, size_t(n));
-      } else if (n == 0 || errno != EINTR) {
+      } else if (n == 0) {
+        break;
+      } else if (errno != EINTR) {
+        read_error = errno;
         break;
       }
     }
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
+  while (::waitpid(pid, &status, 0) < 0) {  // reaped before any error below
     if (errno != EINTR) throw IoError("cannot wait for " + args.front(), errno);
   }
+  if (read_error != 0) throw IoError("cannot read the output of " + args.front(), read_error);
   if (WIFEXITED(status)) {
     result.exit_status = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {

@@ -19,7 +19,7 @@ void check_items(const std::vector<BitItem>& items, int min_bits, int max_bits) 
     if (!(it.sensitivity >= 0) || !std::isfinite(it.sensitivity)) {
       throw InvalidInput(c10::str("sensitivity must be finite and >= 0, got ", it.sensitivity));
     }
-    if (it.dim <= 0) throw InvalidInput(c10::str("dimension must be > 0, got ", it.dim));
+    if (it.values <= 0) throw InvalidInput(c10::str("values must be > 0, got ", it.values));
   }
 }
 
@@ -53,12 +53,12 @@ struct Move {
 
 // Added variance per bit saved when lowering item i from b to b - 1.
 double lower_cost(const BitItem& it, int b) {
-  return (variance_at(it.sensitivity, b - 1) - variance_at(it.sensitivity, b)) / double(it.dim);
+  return (variance_at(it.sensitivity, b - 1) - variance_at(it.sensitivity, b)) / double(it.values);
 }
 
 // Removed variance per bit spent when raising item i from b to b + 1.
 double raise_gain(const BitItem& it, int b) {
-  return (variance_at(it.sensitivity, b) - variance_at(it.sensitivity, b + 1)) / double(it.dim);
+  return (variance_at(it.sensitivity, b) - variance_at(it.sensitivity, b + 1)) / double(it.values);
 }
 
 // Lowers items (`pinned` is left alone throughout) until the budget holds, always applying the
@@ -82,10 +82,10 @@ void descend_and_refill(const std::vector<BitItem>& items, double budget, int mi
   MinHeap wide;  // key: total added variance of the item's next lowering
   while (a.used > budget) {
     const double deficit = a.used - budget;
-    while (!narrow.empty() && double(items[narrow.top().item].dim) > deficit) {
+    while (!narrow.empty() && double(items[narrow.top().item].values) > deficit) {
       const size_t i = narrow.top().item;
       narrow.pop();
-      wide.push({lower_cost(items[i], a.bits[i]) * double(items[i].dim), i});
+      wide.push({lower_cost(items[i], a.bits[i]) * double(items[i].values), i});
     }
     if (narrow.empty() && wide.empty()) break;  // everything is at min_bits
     const bool take_wide = narrow.empty() || (!wide.empty() && wide.top().cost / deficit < narrow.top().cost);
@@ -96,7 +96,7 @@ void descend_and_refill(const std::vector<BitItem>& items, double budget, int mi
       narrow.pop();
     }
     --a.bits[i];
-    a.used -= double(items[i].dim);
+    a.used -= double(items[i].values);
     if (a.bits[i] > min_bits) narrow.push({lower_cost(items[i], a.bits[i]), i});
   }
   std::priority_queue<Move> raise;
@@ -106,9 +106,9 @@ void descend_and_refill(const std::vector<BitItem>& items, double budget, int mi
   while (!raise.empty()) {
     const size_t i = raise.top().item;
     raise.pop();
-    if (a.used + double(items[i].dim) > budget) continue;  // slack only shrinks: never fits later
+    if (a.used + double(items[i].values) > budget) continue;  // slack only shrinks: never fits later
     ++a.bits[i];
-    a.used += double(items[i].dim);
+    a.used += double(items[i].values);
     if (a.bits[i] < max_bits) raise.push({raise_gain(items[i], a.bits[i]), i});
   }
 }
@@ -148,7 +148,7 @@ std::vector<uint8_t> allocate_bits_greedy(const std::vector<BitItem>& items, dou
   check_items(items, min_bits, max_bits);
   Allocation best;
   best.bits.assign(items.size(), uint8_t(max_bits));
-  for (const BitItem& it : items) best.used += double(it.dim) * max_bits;
+  for (const BitItem& it : items) best.used += double(it.values) * max_bits;
   const size_t none = items.size();
   descend_and_refill(items, budget, min_bits, max_bits, none, best);
   if (best.used > budget) return best.bits;  // even the floor does not fit
@@ -182,14 +182,14 @@ std::vector<uint8_t> allocate_bits_greedy(const std::vector<BitItem>& items, dou
     for (size_t j : best_raises(items, start, max_bits, kCandidates)) {
       Allocation trial = start;
       ++trial.bits[j];
-      trial.used += double(items[j].dim);
+      trial.used += double(items[j].values);
       descend_and_refill(items, budget, min_bits, max_bits, j, trial);
       consider(std::move(trial));
     }
     for (size_t j : cheapest_lowerings(items, start, min_bits, kCandidates)) {
       Allocation trial = start;
       --trial.bits[j];
-      trial.used -= double(items[j].dim);
+      trial.used -= double(items[j].values);
       descend_and_refill(items, budget, min_bits, max_bits, j, trial);
       consider(std::move(trial));
     }
@@ -204,7 +204,7 @@ std::vector<uint8_t> allocate_bits_exact(const std::vector<BitItem>& items, int6
   if (budget > 1000000) throw InvalidInput("allocate_bits_exact: budget too large for the exact solver");
   const size_t n = items.size();
   int64_t floor_cost = 0;
-  for (const BitItem& it : items) floor_cost += it.dim * min_bits;
+  for (const BitItem& it : items) floor_cost += it.values * min_bits;
   std::vector<uint8_t> bits(n, uint8_t(min_bits));
   if (budget < floor_cost || n == 0) return bits;
   // best[i][c]: least variance of items [0, i) using exactly c extra bits
@@ -218,7 +218,7 @@ std::vector<uint8_t> allocate_bits_exact(const std::vector<BitItem>& items, int6
     for (int64_t c = 0; c <= extra; ++c) {
       if (best[i][size_t(c)] == inf) continue;
       for (int b = min_bits; b <= max_bits; ++b) {
-        const int64_t c2 = c + items[i].dim * (b - min_bits);
+        const int64_t c2 = c + items[i].values * (b - min_bits);
         if (c2 > extra) break;
         const double v = best[i][size_t(c)] + variance_at(items[i].sensitivity, b);
         if (v < best[i + 1][size_t(c2)]) {
@@ -234,7 +234,7 @@ std::vector<uint8_t> allocate_bits_exact(const std::vector<BitItem>& items, int6
   }
   for (size_t i = n; i > 0; --i) {
     bits[i - 1] = choice[i][size_t(c)];
-    c -= items[i - 1].dim * (bits[i - 1] - min_bits);
+    c -= items[i - 1].values * (bits[i - 1] - min_bits);
   }
   return bits;
 }

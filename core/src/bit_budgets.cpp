@@ -34,7 +34,7 @@ std::vector<uint8_t> BitBudgets::sample_bits(int layer, int slot, const std::vec
   }
   const double budget = s.bits * double(values_per_sample) * double(range_sq.size());
   std::vector<uint8_t> bits = allocate_bits_greedy(items, budget);
-  for (const BitItem& it : items) s.items.push_back({it.sensitivity, it.dim});
+  for (const BitItem& it : items) s.items.push_back({it.sensitivity, it.values});
   return bits;
 }
 
@@ -69,8 +69,8 @@ void BitBudgets::reallocate(const std::vector<double>& gradient_factor, double b
   std::vector<double> bit_values(layers_.size() * kMaxSlots, 0.0);
   std::vector<int64_t> values(layers_.size() * kMaxSlots, 0);
   for (size_t i = 0; i < items.size(); ++i) {
-    bit_values[owner[i]] += double(got[i]) * double(items[i].dim);
-    values[owner[i]] += items[i].dim;
+    bit_values[owner[i]] += double(got[i]) * double(items[i].values);
+    values[owner[i]] += items[i].values;
   }
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (size_t k = 0; k < layers_[l].size(); ++k) {

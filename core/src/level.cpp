@@ -190,6 +190,11 @@ LevelConfig parse_level(const std::string& spec) {
 
 namespace {
 
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
 // Whether `part` of a level list begins a level: "L3", "l3:bits=2".
 bool starts_level(const std::string& part) {
   return part.size() >= 2 && (part[0] == 'L' || part[0] == 'l') && part[1] >= '0' && part[1] <= '5' &&
@@ -201,12 +206,14 @@ bool starts_level(const std::string& part) {
 std::vector<LevelConfig> parse_level_list(const std::string& list) {
   std::vector<std::string> specs;
   std::stringstream ss(list);
-  for (std::string part; std::getline(ss, part, ',');) {
+  for (std::string item; std::getline(ss, item, ',');) {
+    const std::string part = trimmed(item);
     if (part.empty()) continue;
     if (starts_level(part) || specs.empty()) {
       specs.push_back(part);
     } else {
-      specs.back() += "," + part;  // another override of the level before
+      // An override of the level before: "L0,bits=2" is "L0:bits=2".
+      specs.back() += (specs.back().find(':') == std::string::npos ? ":" : ",") + part;
     }
   }
   if (specs.empty()) throw InvalidInput("the list of levels is empty");

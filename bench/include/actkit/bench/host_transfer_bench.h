@@ -30,9 +30,10 @@ struct HostTransferReport {
   Direction pageable_chunks;  // chunk copies to/from ordinary (pageable) host tensors
   Direction swapper;          // ActivationSwapper::stash / load of chunk-sized payloads
   int64_t chunks = 0;
-  // Every path moved the bytes intact: the host copy equals the device's
+  // The bytes arrived intact: the whole copy to the host equals the device's
   // bytes, and every payload the swapper loaded back equals the one stashed
-  // (checked outside the timed regions).
+  // (checked outside the timed regions; the chunked paths copy the same
+  // memory in pieces and are not checked separately).
   bool verified = false;
 };
 

@@ -11,7 +11,7 @@ namespace actkit {
 
 struct BitItem {
   double sensitivity = 0;  // w_i >= 0
-  int64_t dim = 1;         // D_i > 0: values that share b_i
+  int64_t values = 1;      // D_i > 0: how many values share b_i
 };
 
 // Variance term of one item at `bits`: w / (2^bits - 1)^2.
@@ -27,7 +27,7 @@ double allocation_variance(const std::vector<BitItem>& items, const std::vector<
 // rounds (force one item up or down, re-balance the rest) recover most of
 // the knapsack granularity loss of small instances. Items never go below `min_bits`; if
 // even that exceeds the budget, all items get min_bits. Throws InvalidInput
-// for a negative sensitivity, non-positive dim or bad bit bounds.
+// for a negative sensitivity, non-positive values or bad bit bounds.
 std::vector<uint8_t> allocate_bits_greedy(const std::vector<BitItem>& items, double budget, int min_bits = 1,
                                           int max_bits = 8);
 
