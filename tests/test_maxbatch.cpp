@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "actkit/core/errors.h"
+#include "actkit/app/level_switches.h"
 #include "actkit/app/maxbatch_search.h"
 
 namespace actkit {
@@ -48,6 +49,23 @@ TEST(MaxBatch, BadConfigurationsAreClearErrors) {
   c.device = "cuda";
   c.levels = parse_level_list("L0,L5");
   EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
+}
+
+// One CUDA allocator serves a process, so levels that disagree on the defrag
+// switch are refused by the level check itself, before anything is
+// installed or touches the device (runs without a GPU too).
+TEST(LevelSwitches, LevelsThatDisagreeOnTheAllocatorAreRefusedOnCuda) {
+  try {
+    app::apply_level_switches(parse_level_list("L0,L5"), at::Device(at::kCUDA));
+    ADD_FAILURE() << "L0 and L5 in one CUDA process must be refused";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("process of their own"), std::string::npos) << e.what();
+  }
+  // On the CPU the switch is the budget allocator's policy, per level.
+  EXPECT_NO_THROW(app::apply_level_switches(parse_level_list("L0,L5"), at::kCPU));
+  EXPECT_EQ(app::level_allocator(parse_level("L5"), at::kCPU, "caching"), "defrag");
+  EXPECT_EQ(app::level_allocator(parse_level("L3"), at::kCPU, "caching"), "caching");
+  EXPECT_EQ(app::level_allocator(parse_level("L5"), at::Device(at::kCUDA), "caching"), "cuda defrag");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "actkit/core/controller.h"
 #include "actkit/layers/modules.h"
+#include "layer_cases.h"
 
 using namespace actkit;
 
@@ -208,80 +209,39 @@ std::vector<Bound> softmax_bounds(const Saved& s) {
   return {{var, v * g.abs()}};
 }
 
-struct Case {
-  std::string name;
-  std::function<std::shared_ptr<torch::nn::Module>()> make_plain;
-  std::function<std::shared_ptr<torch::nn::Module>(std::shared_ptr<torch::nn::Module>, std::shared_ptr<Controller>)>
-      wrap;
-  std::function<at::Tensor(torch::nn::Module&, const at::Tensor&)> call;
-  std::vector<int64_t> input_shape;
+// A lossy layer with the variance bound of its gradients.
+struct Case : test::LayerCase {
   bool saves_output = false;  // Softmax saves y, the others x
   BoundFn bounds;             // one Bound per gradient: input, then parameters
 };
 
-template <typename Q, typename Plain>
-Case make_case(std::string name, LayerKind kind, std::function<std::shared_ptr<Plain>()> make,
-               std::vector<int64_t> shape) {
-  Case c;
-  c.name = std::move(name);
-  c.make_plain = [make] { return std::static_pointer_cast<torch::nn::Module>(make()); };
-  c.wrap = [kind](std::shared_ptr<torch::nn::Module> plain, std::shared_ptr<Controller> ctrl) {
-    return std::static_pointer_cast<torch::nn::Module>(
-        std::make_shared<Q>(std::dynamic_pointer_cast<Plain>(plain), std::move(ctrl), "layer", kind));
-  };
-  c.call = [](torch::nn::Module& m, const at::Tensor& x) {
-    if (auto* q = dynamic_cast<Q*>(&m)) return q->forward(x);
-    return dynamic_cast<Plain&>(m).forward(x);
-  };
-  c.input_shape = std::move(shape);
-  const auto call = c.call;
-  c.bounds = [call](const Saved& s) { return weight_sum_bounds(s, call); };
-  return c;
-}
-
+// Every layer whose saved tensor is quantized (the lossless ones save masks,
+// indices or nothing), with its bound: the layer's own backward over the
+// variances where the gradient is linear in the saved tensor, a derived
+// bound with a second-order bias allowance where it is not.
 std::vector<Case> all_cases() {
-  namespace nn = torch::nn;
-  using K = LayerKind;
-  std::vector<Case> cases{
-      make_case<QConv1dImpl, nn::Conv1dImpl>(
-          "Conv1d", K::kConv, [] { return std::make_shared<nn::Conv1dImpl>(nn::Conv1dOptions(4, 6, 3).padding(1)); },
-          {5, 4, 33}),
-      make_case<QConv2dImpl, nn::Conv2dImpl>(
-          "Conv2d", K::kConv,
-          [] { return std::make_shared<nn::Conv2dImpl>(nn::Conv2dOptions(4, 6, 3).stride(2).padding(1).groups(2)); },
-          {5, 4, 17, 15}),
-      make_case<QConv3dImpl, nn::Conv3dImpl>(
-          "Conv3d", K::kConv, [] { return std::make_shared<nn::Conv3dImpl>(nn::Conv3dOptions(3, 4, 3).padding(1)); },
-          {3, 3, 6, 7, 5}),
-      make_case<QConvTranspose2dImpl, nn::ConvTranspose2dImpl>(
-          "ConvTranspose2d", K::kConv,
-          [] {
-            return std::make_shared<nn::ConvTranspose2dImpl>(
-                nn::ConvTranspose2dOptions(4, 3, 3).stride(2).padding(1).output_padding(1));
-          },
-          {4, 4, 9, 8}),
-      make_case<QLinearImpl, nn::LinearImpl>(
-          "Linear", K::kLinear, [] { return std::make_shared<nn::LinearImpl>(40, 24); }, {6, 7, 40}),
-      make_case<QBatchNorm1dImpl, nn::BatchNorm1dImpl>(
-          "BatchNorm1d", K::kNorm, [] { return std::make_shared<nn::BatchNorm1dImpl>(12); }, {16, 12, 5}),
-      make_case<QBatchNorm2dImpl, nn::BatchNorm2dImpl>(
-          "BatchNorm2d", K::kNorm, [] { return std::make_shared<nn::BatchNorm2dImpl>(6); }, {8, 6, 9, 9}),
-      make_case<QLayerNormImpl, nn::LayerNormImpl>(
-          "LayerNorm", K::kNorm, [] { return std::make_shared<nn::LayerNormImpl>(nn::LayerNormOptions({32})); },
-          {4, 9, 32}),
-      make_case<QGELUImpl, nn::GELUImpl>(
-          "GELU", K::kActivation, [] { return std::make_shared<nn::GELUImpl>(); }, {6, 5, 33}),
-      make_case<QSiLUImpl, nn::SiLUImpl>(
-          "SiLU", K::kActivation, [] { return std::make_shared<nn::SiLUImpl>(); }, {6, 5, 33}),
-      make_case<QSoftmaxImpl, nn::SoftmaxImpl>(
-          "Softmax", K::kActivation, [] { return std::make_shared<nn::SoftmaxImpl>(-1); }, {6, 5, 33}),
-  };
-  cases[5].bounds = cases[6].bounds = batch_norm_bounds;
-  cases[7].bounds = layer_norm_bounds;
-  cases[8].bounds = elementwise_bounds([](const at::Tensor& t) { return at::gelu_backward(at::ones_like(t), t); });
-  cases[9].bounds = elementwise_bounds([](const at::Tensor& t) { return at::silu_backward(at::ones_like(t), t); });
-  cases[10].bounds = softmax_bounds;
-  cases[10].saves_output = true;
+  std::vector<Case> cases;
+  for (test::LayerCase& layer : test::all_layer_cases()) {
+    if (layer.lossless) continue;
+    Case c;
+    static_cast<test::LayerCase&>(c) = std::move(layer);
+    const auto call = c.call;
+    if (c.name == "BatchNorm1d" || c.name == "BatchNorm2d") {
+      c.bounds = batch_norm_bounds;
+    } else if (c.name == "LayerNorm") {
+      c.bounds = layer_norm_bounds;
+    } else if (c.name == "GELU") {
+      c.bounds = elementwise_bounds([](const at::Tensor& t) { return at::gelu_backward(at::ones_like(t), t); });
+    } else if (c.name == "SiLU") {
+      c.bounds = elementwise_bounds([](const at::Tensor& t) { return at::silu_backward(at::ones_like(t), t); });
+    } else if (c.name == "Softmax") {
+      c.bounds = softmax_bounds;
+      c.saves_output = true;
+    } else {  // convolutions, Linear: the gradient is linear in the saved tensor
+      c.bounds = [call](const Saved& s) { return weight_sum_bounds(s, call); };
+    }
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 
