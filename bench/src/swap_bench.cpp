@@ -26,10 +26,20 @@ std::string run_fio(std::vector<std::string> args) {
   return r.output;
 }
 
+// fio reads ':' in --filename as a separator between files: escape it.
+std::string fio_filename(const std::string& path) {
+  std::string out;
+  for (char ch : path) {
+    if (ch == ':') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
 // fio with the same pattern as ours: one job, sequential, O_DIRECT.
 double fio_gbps(const SwapBenchConfig& c, const std::string& file, bool write) {
   const auto j = nlohmann::json::parse(run_fio(
-      {"--name=actkit", "--filename=" + file, std::string("--rw=") + (write ? "write" : "read"),
+      {"--name=actkit", "--filename=" + fio_filename(file), std::string("--rw=") + (write ? "write" : "read"),
        c10::str("--bs=", c.block), c10::str("--iodepth=", c.queue_depth), "--ioengine=io_uring", "--direct=1",
        c10::str("--size=", c.bytes), "--numjobs=1", "--output-format=json"}));
   const auto& job = j.at("jobs").at(0).at(write ? "write" : "read");
