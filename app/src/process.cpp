@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "actkit/core/errors.h"
 
@@ -116,6 +117,124 @@ ProcessResult run_process(const std::vector<std::string>& args, ChildOutput outp
     throw IoError("cannot start " + args.front() + ": not found", ENOENT);
   }
   return result;
+}
+
+namespace {
+
+// environ with `extra` set on top (replacing variables of the same name).
+std::vector<std::string> environment_with(const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : extra) replaced = replaced || k == name;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [k, v] : extra) env.push_back(k + "=" + v);
+  return env;
+}
+
+ProcessResult result_of(int status) {
+  ProcessResult r;
+  if (WIFEXITED(status)) {
+    r.exit_status = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.signal = WTERMSIG(status);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, std::chrono::milliseconds grace) {
+  if (specs.empty()) throw InvalidInput("run_processes: no program given");
+  for (const auto& spec : specs) {
+    if (spec.argv.empty() || spec.argv.front().empty()) throw InvalidInput("run_processes: a program has no argv");
+    if (spec.output == ChildOutput::kCapture) throw InvalidInput("run_processes: output cannot be captured");
+  }
+  std::vector<pid_t> pids;
+  auto kill_all = [&] {
+    for (pid_t p : pids) {
+      if (p > 0) ::kill(p, SIGKILL);
+    }
+    for (pid_t p : pids) {
+      int status = 0;
+      if (p > 0) ::waitpid(p, &status, 0);
+    }
+  };
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (const auto& spec : specs) {
+    std::vector<char*> argv;
+    for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const std::vector<std::string> env = environment_with(spec.env);
+    std::vector<char*> envp;
+    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    FileActions fa;
+    if (spec.output == ChildOutput::kDiscard) {
+      posix_spawn_file_actions_addopen(&fa.actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+      posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, STDERR_FILENO);
+    }
+    SpawnAttributes sa;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&sa.attr, &none);
+    posix_spawnattr_setsigdefault(&sa.attr, &all);
+    posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = 0;
+    const int rc = ::posix_spawnp(&pid, argv[0], &fa.actions, &sa.attr, argv.data(), envp.data());
+    if (rc != 0) {
+      kill_all();
+      throw IoError("cannot start " + spec.argv.front(), rc);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<ProcessResult> results(specs.size());
+  std::vector<bool> done(specs.size(), false);
+  size_t remaining = specs.size();
+  bool failed = false;
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  while (remaining > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(pids[i], &status, WNOHANG);
+      if (r == pids[i]) {
+        results[i] = result_of(status);
+        done[i] = true;
+        pids[i] = -1;
+        --remaining;
+        if (!results[i].succeeded() && !failed) {
+          failed = true;
+          deadline = std::chrono::steady_clock::now() + grace;
+        }
+      }
+    }
+    if (remaining == 0) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (done[i]) continue;
+        ::kill(pids[i], SIGKILL);
+        int status = 0;
+        ::waitpid(pids[i], &status, 0);
+        results[i] = result_of(status);
+        done[i] = true;
+        --remaining;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (results[i].exit_status == 127 && !program_in_path(specs[i].argv.front())) {
+      throw IoError("cannot start " + specs[i].argv.front() + ": not found", ENOENT);
+    }
+  }
+  return results;
 }
 
 bool program_in_path(const std::string& program) {

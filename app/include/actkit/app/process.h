@@ -4,7 +4,9 @@
 // shell command line, so paths and names pass through as they are.
 #pragma once
 
+#include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace actkit::app {
@@ -27,6 +29,23 @@ enum class ChildOutput {
 // the child's lines come after ours. Throws InvalidInput for an empty argv,
 // IoError naming the program if it cannot be started (not found included).
 ProcessResult run_process(const std::vector<std::string>& argv, ChildOutput output = ChildOutput::kInherit);
+
+// One program of a group run side by side: its arguments, the environment
+// variables it gets on top of ours (RANK=1, ...), and where its output goes
+// (kInherit or kDiscard: several children cannot share one capture).
+struct ProcessSpec {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;
+  ChildOutput output = ChildOutput::kInherit;
+};
+
+// Starts every process at once and waits for all of them; results in the
+// order given. When one fails, the others get `grace` to end on their own
+// (a rank whose peer died reports it within its timeout) and are then
+// killed, so a group never outlives its first failure by more than that.
+// Throws InvalidInput for an empty list, an empty argv or kCapture;
+// IoError if one cannot be started (those already started are killed).
+std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, std::chrono::milliseconds grace);
 
 // Whether `program` is an executable file in PATH (or at that path).
 bool program_in_path(const std::string& program);

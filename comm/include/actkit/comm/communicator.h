@@ -1,0 +1,97 @@
+// A process group and the messages ranks send each other through it. The
+// group is c10d's (a TCPStore at MASTER_ADDR:MASTER_PORT, Gloo on CPU);
+// this class adds what training over slow links needs on top of c10d's
+// send/recv: byte messages of any size (the size first, then the bytes),
+// sends that return at once and leave from a thread of their own, receives
+// fetched ahead of need, an emulated link per directed pair of ranks, a
+// timeout on every wait that names the rank waited on, and a startup
+// handshake that checks every rank runs the same configuration.
+//
+// Channels: small integers (0..kMaxChannels-1) that keep different streams
+// between the same two ranks apart (activations, gradients, ...). Messages
+// from one rank to another on one channel arrive in the order sent.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actkit/comm/comm_error.h"
+#include "actkit/comm/group_config.h"
+#include "actkit/comm/link_spec.h"
+
+namespace actkit {
+
+// What crossed one directed link on one channel, seen from this rank.
+struct ChannelStats {
+  int64_t messages = 0;
+  int64_t bytes = 0;          // payload bytes plus the 8-byte size of each
+  double wait_seconds = 0;    // time a caller spent blocked on this channel
+};
+
+class Communicator {
+ public:
+  static constexpr int kMaxChannels = 16;
+  // Largest message accepted from a peer (a size above it is a corrupt
+  // stream, not a request to allocate): 16 GiB.
+  static constexpr int64_t kMaxMessageBytes = int64_t(1) << 34;
+
+  // Joins the group; returns when every rank has joined. Throws
+  // InvalidInput for a bad config or a backend this build lacks, CommError
+  // when the group does not form within config.timeout.
+  explicit Communicator(const GroupConfig& config);
+  // Waits for this rank's queued sends (up to the timeout), then leaves.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  const GroupConfig& config() const;
+
+  // Emulates `spec` on every message this rank sends to `peer` from now
+  // on (all channels share the link). Call before sending.
+  void set_link(int peer, LinkSpec spec);
+
+  // Queues `bytes` for `peer` on `channel` and returns; a thread sends it
+  // when its link allows. Throws CommError if an earlier send to that peer
+  // failed, InvalidInput for a bad peer or channel.
+  void send(int peer, int channel, std::vector<uint8_t> bytes);
+  // Waits until every queued send has reached its peer. Throws CommError
+  // naming the peer of the first failed send or one still pending at the
+  // timeout.
+  void flush();
+
+  // Announces that `count` more messages will come from `peer` on
+  // `channel`; a thread starts receiving them at once so the transfer
+  // overlaps whatever this rank does until it calls recv().
+  void expect(int peer, int channel, int count = 1);
+  // The next message from `peer` on `channel` (expect() must have
+  // announced it). `what` says what it is, for errors ("activations of
+  // micro-batch 3 in step 7"). Throws CommError naming the peer and `what`
+  // if the peer died, closed, sent a malformed size, or nothing came within
+  // the timeout.
+  std::vector<uint8_t> recv(int peer, int channel, const std::string& what);
+
+  // Checks that every rank passed the same facts (name, value pairs in the
+  // same order: model, stage split, codec, bits, ...). Throws CommError on
+  // every rank, naming the first differing fact, a rank that differs and
+  // both values; CommError if a rank does not arrive within the timeout.
+  void handshake(const std::vector<std::pair<std::string, std::string>>& facts);
+
+  // Returns when every rank has called it. Throws CommError at the timeout.
+  void barrier();
+
+  // Traffic sent to / received from `peer` on `channel` so far.
+  ChannelStats sent_stats(int peer, int channel) const;
+  ChannelStats received_stats(int peer, int channel) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace actkit

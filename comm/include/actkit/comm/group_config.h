@@ -1,0 +1,35 @@
+// Where a process group meets and who this process is in it, from the
+// torchrun conventions: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace actkit {
+
+struct GroupConfig {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // How long any wait on another rank may take (joining the group, a
+  // message, the handshake, a barrier) before it fails naming that rank.
+  // 300 s: longer than any training step the CLI runs, short enough that a
+  // dead machine does not hold the others for long.
+  std::chrono::milliseconds timeout{300000};
+  // "gloo" (CPU tensors; the only backend Debian's LibTorch has) or "nccl".
+  std::string backend = "gloo";
+
+  // Throws InvalidInput naming the field that is out of range.
+  void validate() const;
+
+  // Reads RANK, WORLD_SIZE, MASTER_ADDR (default 127.0.0.1), MASTER_PORT
+  // (default 29500) and ACTKIT_COMM_TIMEOUT (seconds, default 300).
+  // Throws InvalidInput if RANK or WORLD_SIZE is missing or malformed.
+  static GroupConfig from_env();
+  // Whether RANK and WORLD_SIZE are both set (the process was launched as
+  // one rank of a group).
+  static bool in_env();
+};
+
+}  // namespace actkit

@@ -1,0 +1,407 @@
+// Communicator over c10d (see the header). One sender thread per (peer,
+// channel) with messages queued; one receiver thread per (peer, channel)
+// that receives as many messages as expect() announced and no more, so no
+// receive is left pending when the group is torn down.
+#include "actkit/comm/communicator.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace actkit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Size messages and byte messages of one channel use separate c10d tags.
+int size_tag(int channel) { return 2 * channel; }
+int bytes_tag(int channel) { return 2 * channel + 1; }
+
+struct Outgoing {
+  std::vector<uint8_t> bytes;
+  Clock::time_point deliver_at;
+};
+
+// Messages queued for one peer on one channel, and the thread sending them.
+struct Outbound {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<Outgoing> queue;
+  bool busy = false;  // a message is being sent
+  bool stop = false;
+  std::string error;  // first failure; later sends refuse
+  ChannelStats stats;
+  std::thread thread;
+};
+
+// Messages expected from one peer on one channel, and the thread receiving them.
+struct Inbound {
+  std::mutex mutex;
+  std::condition_variable cv;
+  int to_fetch = 0;  // announced by expect(), not yet received
+  std::deque<std::vector<uint8_t>> ready;
+  bool stop = false;
+  std::string error;
+  c10::intrusive_ptr<c10d::Work> pending;  // the receive in progress, for abort at teardown
+  ChannelStats stats;
+  std::thread thread;
+};
+
+}  // namespace
+
+struct Communicator::Impl {
+  GroupConfig config;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  std::vector<std::unique_ptr<LinkPacer>> pacers;  // per peer
+  std::map<std::pair<int, int>, std::unique_ptr<Outbound>> outbound;
+  std::map<std::pair<int, int>, std::unique_ptr<Inbound>> inbound;
+  std::mutex maps_mutex;  // guards the two maps (entries are stable once made)
+
+  std::string me() const { return c10::str("rank ", config.rank); }
+
+  void check_peer(int peer, int channel, const char* what) const {
+    if (peer < 0 || peer >= config.world_size || peer == config.rank) {
+      throw InvalidInput(c10::str(what, ": peer ", peer, " is not another rank of the group of ", config.world_size));
+    }
+    if (channel < 0 || channel >= kMaxChannels) {
+      throw InvalidInput(c10::str(what, ": channel ", channel, " outside 0..", kMaxChannels - 1));
+    }
+  }
+
+  Outbound& outbound_for(int peer, int channel) {
+    std::lock_guard<std::mutex> lock(maps_mutex);
+    auto& slot = outbound[{peer, channel}];
+    if (!slot) {
+      slot = std::make_unique<Outbound>();
+      Outbound* o = slot.get();
+      o->thread = std::thread([this, o, peer, channel] { send_loop(*o, peer, channel); });
+    }
+    return *slot;
+  }
+
+  Inbound& inbound_for(int peer, int channel) {
+    std::lock_guard<std::mutex> lock(maps_mutex);
+    auto& slot = inbound[{peer, channel}];
+    if (!slot) {
+      slot = std::make_unique<Inbound>();
+      Inbound* in = slot.get();
+      in->thread = std::thread([this, in, peer, channel] { receive_loop(*in, peer, channel); });
+    }
+    return *slot;
+  }
+
+  void send_loop(Outbound& o, int peer, int channel) {
+    std::unique_lock<std::mutex> lock(o.mutex);
+    for (;;) {
+      o.cv.wait(lock, [&] { return o.stop || !o.queue.empty(); });
+      if (o.queue.empty()) return;  // stopped with nothing left to send
+      Outgoing m = std::move(o.queue.front());
+      o.queue.pop_front();
+      o.busy = true;
+      lock.unlock();
+      std::string error;
+      try {
+        std::this_thread::sleep_until(m.deliver_at);  // the emulated link
+        std::vector<at::Tensor> size{at::full({1}, int64_t(m.bytes.size()), at::kLong)};
+        group->send(size, peer, size_tag(channel))->wait(config.timeout);
+        if (!m.bytes.empty()) {
+          std::vector<at::Tensor> data{at::from_blob(m.bytes.data(), {int64_t(m.bytes.size())}, at::kByte)};
+          group->send(data, peer, bytes_tag(channel))->wait(config.timeout);
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      lock.lock();
+      o.busy = false;
+      if (!error.empty() && o.error.empty()) {
+        o.error = c10::str(me(), ": sending on channel ", channel, " to rank ", peer, " failed: ", error);
+        o.queue.clear();  // nothing after a failed message can arrive in order
+      }
+      o.cv.notify_all();
+    }
+  }
+
+  void receive_loop(Inbound& in, int peer, int channel) {
+    std::unique_lock<std::mutex> lock(in.mutex);
+    for (;;) {
+      in.cv.wait(lock, [&] { return in.stop || in.to_fetch > 0; });
+      if (in.stop) return;
+      lock.unlock();
+      std::vector<uint8_t> bytes;
+      std::string error;
+      try {
+        std::vector<at::Tensor> size{at::empty({1}, at::kLong)};
+        if (!start_and_wait(in, size, peer, size_tag(channel))) return;  // aborted at teardown
+        const int64_t n = size[0].item<int64_t>();
+        if (n < 0 || n > kMaxMessageBytes) {
+          error = c10::str("it announced a message of ", n, " bytes (corrupt stream or a different program)");
+        } else if (n > 0) {
+          bytes.resize(size_t(n));
+          std::vector<at::Tensor> data{at::from_blob(bytes.data(), {n}, at::kByte)};
+          if (!start_and_wait(in, data, peer, bytes_tag(channel))) return;
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      lock.lock();
+      if (!error.empty()) {
+        in.error = error;
+        in.cv.notify_all();
+        return;  // the stream from this peer is broken: every later recv fails
+      }
+      --in.to_fetch;
+      in.ready.push_back(std::move(bytes));
+      in.cv.notify_all();
+    }
+  }
+
+  // Starts a c10d receive into `tensors` and waits for it. False when
+  // teardown aborted it.
+  bool start_and_wait(Inbound& in, std::vector<at::Tensor>& tensors, int peer, int tag) {
+    c10::intrusive_ptr<c10d::Work> work = group->recv(tensors, peer, tag);
+    {
+      std::lock_guard<std::mutex> lock(in.mutex);
+      if (in.stop) {
+        work->abort();
+        return false;
+      }
+      in.pending = work;
+    }
+    const bool done = work->wait(config.timeout);
+    std::lock_guard<std::mutex> lock(in.mutex);
+    in.pending.reset();
+    return done;
+  }
+};
+
+Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<Impl>()) {
+  config.validate();
+  Impl& s = *impl_;
+  s.config = config;
+  if (config.backend == "nccl") {
+    throw InvalidInput("backend nccl: this ACTkit was built against a LibTorch without NCCL; use gloo");
+  }
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = uint16_t(config.master_port);
+    options.isServer = config.rank == 0;
+    options.numWorkers = size_t(config.world_size);
+    options.waitWorkers = true;
+    options.timeout = config.timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
+    s.store = c10::make_intrusive<c10d::PrefixStore>("actkit", tcp);
+    auto gloo = c10d::ProcessGroupGloo::Options::create(config.timeout);
+    // Bind to the interface the user names (as PyTorch does), else to the
+    // address that reaches the master: loopback for a single machine.
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (ifname != nullptr && *ifname != '\0') {
+      gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    } else if (config.master_addr == "127.0.0.1" || config.master_addr == "localhost") {
+      gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    gloo->threads = 2;  // sends and receives complete on the device thread; collectives are rare here
+    s.group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("gloo", s.store), config.rank, config.world_size, gloo);
+  } catch (const std::exception& e) {
+    throw CommError(c10::str("rank ", config.rank, ": the group of ", config.world_size, " at ", config.master_addr,
+                             ":", config.master_port, " did not form within ",
+                             std::chrono::duration<double>(config.timeout).count(), " s: ", e.what()),
+                    -1);
+  }
+  for (int r = 0; r < config.world_size; ++r) s.pacers.push_back(std::make_unique<LinkPacer>());
+}
+
+Communicator::~Communicator() {
+  Impl& s = *impl_;
+  // Let queued sends leave (each bounded by the timeout), then stop.
+  for (auto& [key, o] : s.outbound) {
+    {
+      std::lock_guard<std::mutex> lock(o->mutex);
+      o->stop = true;
+    }
+    o->cv.notify_all();
+  }
+  for (auto& [key, o] : s.outbound) o->thread.join();
+  for (auto& [key, in] : s.inbound) {
+    std::lock_guard<std::mutex> lock(in->mutex);
+    in->stop = true;
+    if (in->pending) in->pending->abort();  // only after a failure: normally nothing is pending
+    in->cv.notify_all();
+  }
+  for (auto& [key, in] : s.inbound) in->thread.join();
+}
+
+int Communicator::rank() const { return impl_->config.rank; }
+int Communicator::world_size() const { return impl_->config.world_size; }
+const GroupConfig& Communicator::config() const { return impl_->config; }
+
+void Communicator::set_link(int peer, LinkSpec spec) {
+  impl_->check_peer(peer, 0, "set_link");
+  if (spec.bits_per_second < 0 || spec.latency_seconds < 0) throw InvalidInput("set_link: negative rate or latency");
+  impl_->pacers[size_t(peer)] = std::make_unique<LinkPacer>(spec);
+}
+
+void Communicator::send(int peer, int channel, std::vector<uint8_t> bytes) {
+  Impl& s = *impl_;
+  s.check_peer(peer, channel, "send");
+  Outbound& o = s.outbound_for(peer, channel);
+  const size_t wire_bytes = bytes.size() + sizeof(int64_t);
+  std::lock_guard<std::mutex> lock(o.mutex);
+  if (!o.error.empty()) throw CommError(o.error, peer);
+  const Clock::time_point deliver_at = s.pacers[size_t(peer)]->reserve(wire_bytes, Clock::now());
+  o.stats.messages += 1;
+  o.stats.bytes += int64_t(wire_bytes);
+  o.queue.push_back({std::move(bytes), deliver_at});
+  o.cv.notify_all();
+}
+
+void Communicator::flush() {
+  Impl& s = *impl_;
+  const Clock::time_point t0 = Clock::now();
+  std::vector<std::pair<std::pair<int, int>, Outbound*>> all;
+  {
+    std::lock_guard<std::mutex> lock(s.maps_mutex);
+    for (auto& [key, o] : s.outbound) all.push_back({key, o.get()});
+  }
+  for (auto& [key, o] : all) {
+    std::unique_lock<std::mutex> lock(o->mutex);
+    const Clock::time_point t1 = Clock::now();
+    // The emulated link may hold a message back for its serialization time
+    // plus latency; the timeout counts from when it could have left.
+    const bool done = o->cv.wait_for(lock, s.config.timeout + std::chrono::seconds(1), [&] {
+      return !o->error.empty() || (o->queue.empty() && !o->busy);
+    });
+    o->stats.wait_seconds += seconds_since(t1);
+    if (!o->error.empty()) throw CommError(o->error, key.first);
+    if (!done) {
+      throw CommError(c10::str(s.me(), ": messages to rank ", key.first, " on channel ", key.second,
+                               " still unsent after ", seconds_since(t0), " s: is rank ", key.first, " alive?"),
+                      key.first);
+    }
+  }
+}
+
+void Communicator::expect(int peer, int channel, int count) {
+  Impl& s = *impl_;
+  s.check_peer(peer, channel, "expect");
+  if (count < 0) throw InvalidInput("expect: negative count");
+  Inbound& in = s.inbound_for(peer, channel);
+  std::lock_guard<std::mutex> lock(in.mutex);
+  in.to_fetch += count;
+  in.cv.notify_all();
+}
+
+std::vector<uint8_t> Communicator::recv(int peer, int channel, const std::string& what) {
+  Impl& s = *impl_;
+  s.check_peer(peer, channel, "recv");
+  Inbound& in = s.inbound_for(peer, channel);
+  std::unique_lock<std::mutex> lock(in.mutex);
+  if (in.ready.empty() && in.to_fetch == 0 && in.error.empty()) {
+    throw InvalidInput(c10::str("recv of ", what, " from rank ", peer, " on channel ", channel,
+                                ": no message was announced with expect()"));
+  }
+  const Clock::time_point t0 = Clock::now();
+  // The receiver thread's own wait ends at the timeout; the margin lets
+  // its error (which says more) arrive first.
+  const bool arrived = in.cv.wait_for(lock, s.config.timeout + std::chrono::seconds(2),
+                                      [&] { return !in.ready.empty() || !in.error.empty(); });
+  in.stats.wait_seconds += seconds_since(t0);
+  if (!in.ready.empty()) {
+    std::vector<uint8_t> bytes = std::move(in.ready.front());
+    in.ready.pop_front();
+    in.stats.messages += 1;
+    in.stats.bytes += int64_t(bytes.size() + sizeof(int64_t));
+    return bytes;
+  }
+  if (!arrived) {
+    throw CommError(c10::str(s.me(), ": timed out after ", seconds_since(t0), " s waiting for ", what, " from rank ",
+                             peer, ": is rank ", peer, " alive?"),
+                    peer);
+  }
+  throw CommError(c10::str(s.me(), ": waiting for ", what, " from rank ", peer, ": ", in.error), peer);
+}
+
+void Communicator::handshake(const std::vector<std::pair<std::string, std::string>>& facts) {
+  Impl& s = *impl_;
+  std::ostringstream mine;
+  for (const auto& [name, value] : facts) mine << name << '\n' << value << '\n';
+  const std::string text = mine.str();
+  const auto key = [](int r) { return c10::str("handshake/", r); };
+  try {
+    s.store->set(key(s.config.rank), std::vector<uint8_t>(text.begin(), text.end()));
+  } catch (const std::exception& e) {
+    throw CommError(c10::str(s.me(), ": handshake: the store at rank 0 is unreachable: ", e.what()), 0);
+  }
+  for (int r = 0; r < s.config.world_size; ++r) {
+    if (r == s.config.rank) continue;
+    std::vector<uint8_t> theirs;
+    try {
+      theirs = s.store->get(key(r));  // waits up to the store's timeout
+    } catch (const std::exception& e) {
+      throw CommError(c10::str(s.me(), ": handshake: rank ", r, " did not report its configuration: ", e.what()), r);
+    }
+    std::istringstream in(std::string(theirs.begin(), theirs.end()));
+    std::string name, value;
+    size_t i = 0;
+    while (std::getline(in, name) && std::getline(in, value)) {
+      if (i >= facts.size() || facts[i].first != name) {
+        throw CommError(c10::str(s.me(), ": handshake: rank ", r, " reports '", name, "' where this rank has '",
+                                 i < facts.size() ? facts[i].first : "nothing", "' (a different program version?)"),
+                        r);
+      }
+      if (facts[i].second != value) {
+        throw CommError(c10::str(s.me(), ": handshake: ", name, " differs: rank ", r, " has '", value,
+                                 "', rank ", s.config.rank, " has '", facts[i].second, "'"),
+                        r);
+      }
+      ++i;
+    }
+    if (i != facts.size()) {
+      throw CommError(c10::str(s.me(), ": handshake: rank ", r, " reports ", i, " settings, this rank ",
+                               facts.size(), " (a different program version?)"),
+                      r);
+    }
+  }
+}
+
+void Communicator::barrier() {
+  Impl& s = *impl_;
+  try {
+    s.group->barrier()->wait(s.config.timeout);
+  } catch (const std::exception& e) {
+    throw CommError(c10::str(s.me(), ": barrier failed: ", e.what()), -1);
+  }
+}
+
+ChannelStats Communicator::sent_stats(int peer, int channel) const {
+  std::lock_guard<std::mutex> lock(impl_->maps_mutex);
+  const auto it = impl_->outbound.find({peer, channel});
+  if (it == impl_->outbound.end()) return {};
+  std::lock_guard<std::mutex> inner(it->second->mutex);
+  return it->second->stats;
+}
+
+ChannelStats Communicator::received_stats(int peer, int channel) const {
+  std::lock_guard<std::mutex> lock(impl_->maps_mutex);
+  const auto it = impl_->inbound.find({peer, channel});
+  if (it == impl_->inbound.end()) return {};
+  std::lock_guard<std::mutex> inner(it->second->mutex);
+  return it->second->stats;
+}
+
+}  // namespace actkit

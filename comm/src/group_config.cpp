@@ -1,0 +1,59 @@
+#include "actkit/comm/group_config.h"
+
+#include <c10/util/StringUtil.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "actkit/core/errors.h"
+
+namespace actkit {
+namespace {
+
+// The integer in environment variable `name`, or `fallback` when unset.
+long env_int(const char* name, long fallback, bool required) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') {
+    if (required) throw InvalidInput(c10::str("environment variable ", name, " is not set"));
+    return fallback;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') {
+    throw InvalidInput(c10::str("environment variable ", name, "='", text, "' is not an integer"));
+  }
+  return value;
+}
+
+}  // namespace
+
+void GroupConfig::validate() const {
+  if (world_size < 1) throw InvalidInput(c10::str("world size must be >= 1, got ", world_size));
+  if (rank < 0 || rank >= world_size) {
+    throw InvalidInput(c10::str("rank ", rank, " is outside the group of ", world_size));
+  }
+  if (master_port < 1 || master_port > 65535) {
+    throw InvalidInput(c10::str("master port must be in 1..65535, got ", master_port));
+  }
+  if (master_addr.empty()) throw InvalidInput("master address is empty");
+  if (timeout.count() <= 0) throw InvalidInput("the communication timeout must be positive");
+  if (backend != "gloo" && backend != "nccl") {
+    throw InvalidInput(c10::str("backend '", backend, "': expected gloo or nccl"));
+  }
+}
+
+bool GroupConfig::in_env() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
+
+GroupConfig GroupConfig::from_env() {
+  GroupConfig c;
+  c.rank = int(env_int("RANK", 0, true));
+  c.world_size = int(env_int("WORLD_SIZE", 1, true));
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') c.master_addr = addr;
+  c.master_port = int(env_int("MASTER_PORT", 29500, false));
+  c.timeout = std::chrono::seconds(env_int("ACTKIT_COMM_TIMEOUT", 300, false));
+  c.validate();
+  return c;
+}
+
+}  // namespace actkit

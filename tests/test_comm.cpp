@@ -1,0 +1,158 @@
+// comm/: real processes (tests/comm_peer_main.cpp) on loopback, joined by
+// c10d's TCPStore and Gloo; and the link arithmetic on its own.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "actkit/app/process.h"
+#include "actkit/comm/communicator.h"
+#include "actkit/comm/link_spec.h"
+
+namespace actkit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A TCP port nobody listens on right now (the kernel picks it).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::vector<app::ProcessResult> run_peers(int world, const std::vector<std::string>& args, int timeout_s = 20) {
+  const int port = free_port();
+  std::vector<app::ProcessSpec> specs;
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> argv{ACTKIT_COMM_PEER};
+    argv.insert(argv.end(), args.begin(), args.end());
+    specs.push_back({argv,
+                     {{"RANK", std::to_string(r)},
+                      {"WORLD_SIZE", std::to_string(world)},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)},
+                      {"ACTKIT_COMM_TIMEOUT", std::to_string(timeout_s)}}});
+  }
+  return app::run_processes(specs, std::chrono::seconds(timeout_s + 2));
+}
+
+TEST(Comm, MessagesOfEverySizeCrossARingAndComeBack) {
+  for (int world : {2, 4}) {
+    const auto results = run_peers(world, {"exchange"});
+    for (int r = 0; r < world; ++r) EXPECT_EQ(results[r].exit_status, 0) << "world " << world << " rank " << r;
+  }
+}
+
+TEST(Comm, HandshakeMismatchFailsOnEveryRank) {
+  const auto results = run_peers(3, {"mismatch"});
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(results[r].exit_status, 3) << "rank " << r;
+}
+
+TEST(Comm, DeadPeerIsNamedNotWaitedForever) {
+  const auto t0 = Clock::now();
+  const auto results = run_peers(2, {"dead"}, 5);
+  EXPECT_EQ(results[1].exit_status, 3);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(15));
+}
+
+TEST(Comm, HungPeerTimesOutNamingIt) {
+  const auto t0 = Clock::now();
+  const auto results = run_peers(2, {"hang"}, 2);
+  EXPECT_EQ(results[1].exit_status, 3);
+  // The hung rank itself is killed once the other has failed.
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));
+}
+
+double read_rate(const std::string& path) {
+  std::ifstream in(path);
+  double v = 0;
+  in >> v;
+  return v;
+}
+
+// The same 2-rank transfer over a link paced in-process and over a loopback
+// shaped by the kernel (tc tbf in a private network namespace): both must
+// reach the requested rate within 15 %, and each other.
+TEST(Comm, PacedAndKernelShapedLinksAgree) {
+  const double requested = 50e6;
+  const std::string bytes = std::to_string(8 << 20);
+  const std::string dir = ::testing::TempDir();
+  const std::string paced_out = dir + "actkit_rate_paced_" + std::to_string(::getpid());
+  const auto paced = run_peers(2, {"rate", bytes, "50Mbps", "0", paced_out});
+  ASSERT_EQ(paced[0].exit_status, 0);
+  ASSERT_EQ(paced[1].exit_status, 0);
+  const double paced_bps = read_rate(paced_out);
+  EXPECT_NEAR(paced_bps / requested, 1.0, 0.15) << paced_bps;
+
+  if (!app::program_in_path("unshare") || !app::program_in_path("tc") || !app::program_in_path("ip") ||
+      !app::run_process({"unshare", "-n", "tc", "qdisc", "show", "dev", "lo"}, app::ChildOutput::kDiscard)
+           .succeeded()) {
+    GTEST_SKIP() << "kernel shaping needs unshare -n, ip and tc with the privilege to use them (root); "
+                    "the in-process pacing was checked";
+  }
+  const std::string kernel_out = dir + "actkit_rate_kernel_" + std::to_string(::getpid());
+  const auto kernel = app::run_process({"unshare", "-n", ACTKIT_COMM_PEER, "shaped", "50Mbps", bytes, kernel_out});
+  ASSERT_TRUE(kernel.succeeded());
+  const double kernel_bps = read_rate(kernel_out);
+  EXPECT_NEAR(kernel_bps / requested, 1.0, 0.15) << kernel_bps;
+  EXPECT_NEAR(kernel_bps / paced_bps, 1.0, 0.15) << kernel_bps << " vs " << paced_bps;
+}
+
+TEST(LinkSpec, ParsesRatesAndLatencies) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth("100Mbps"), 100e6);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1.5Gbps"), 1.5e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("800kbps"), 800e3);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("unlimited"), 0);
+  EXPECT_DOUBLE_EQ(parse_latency("10ms"), 0.01);
+  EXPECT_DOUBLE_EQ(parse_latency("0"), 0);
+  EXPECT_THROW(parse_bandwidth("fast"), InvalidInput);
+  EXPECT_THROW(parse_bandwidth("-5Mbps"), InvalidInput);
+  EXPECT_THROW(parse_bandwidth("100MB"), InvalidInput);
+  EXPECT_THROW(parse_latency("10 parsecs"), InvalidInput);
+  EXPECT_EQ(parse_bandwidth_list("1Gbps,100Mbps,10Mbps", 3), (std::vector<double>{1e9, 100e6, 10e6}));
+  EXPECT_EQ(parse_bandwidth_list("100Mbps", 3), (std::vector<double>{100e6, 100e6, 100e6}));
+  EXPECT_THROW(parse_bandwidth_list("1Gbps,100Mbps", 3), InvalidInput);
+}
+
+TEST(LinkSpec, PacerSerializesMessagesAndAddsLatencyOnce) {
+  LinkPacer pacer(LinkSpec{8e6, 0.010});  // 1 MB/s, 10 ms
+  const auto t0 = LinkPacer::Clock::now();
+  const auto a = pacer.reserve(100000, t0);  // 0.1 s on the wire
+  const auto b = pacer.reserve(100000, t0);  // queued behind a
+  EXPECT_NEAR(std::chrono::duration<double>(a - t0).count(), 0.110, 1e-6);
+  EXPECT_NEAR(std::chrono::duration<double>(b - t0).count(), 0.210, 1e-6);
+  // After an idle second the wire is free again.
+  const auto c = pacer.reserve(0, t0 + std::chrono::seconds(1));
+  EXPECT_NEAR(std::chrono::duration<double>(c - t0).count(), 1.010, 1e-6);
+  LinkPacer unlimited;
+  EXPECT_EQ(unlimited.reserve(1 << 30, t0), t0);
+}
+
+TEST(GroupConfig, RejectsWhatCannotFormAGroup) {
+  GroupConfig c;
+  c.world_size = 2;
+  c.rank = 2;
+  EXPECT_THROW(c.validate(), InvalidInput);
+  c.rank = 0;
+  c.backend = "mpi";
+  EXPECT_THROW(c.validate(), InvalidInput);
+  c.backend = "gloo";
+  c.master_port = 70000;
+  EXPECT_THROW(c.validate(), InvalidInput);
+}
+
+}  // namespace
+}  // namespace actkit
