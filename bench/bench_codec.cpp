@@ -1,10 +1,12 @@
-// Google Benchmark micro-benchmarks of the codecs on 64 MiB fp32 inputs,
+// Google Benchmark micro-benchmarks of the codecs on 64 MiB fp32 inputs
+// (63 MiB for the boundary codecs),
 // with the parallel memcpy baseline in the same binary. bytes_per_second is
 // fp32 input bytes, as in `actkit bench codec`.
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
 #include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/boundary_codecs.h"
 #include "actkit/core/pergroup_codec.h"
 #include "actkit/bench/codec_bench.h"
 
@@ -53,6 +55,58 @@ void BM_MaskEncode(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kNumel * 4);
 }
 BENCHMARK(BM_MaskEncode)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Pipeline-boundary codecs on an activation of 42 x 512 tokens x 768
+// channels (63 MiB of fp32).
+const at::Tensor& activation() {
+  static const at::Tensor x = at::randn({42, 512, 768});
+  return x;
+}
+
+void BM_DirectQEncode(benchmark::State& state) {
+  actkit::DirectQOptions o;
+  o.bits = int(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(actkit::encode_directq(activation(), o));
+  state.SetBytesProcessed(state.iterations() * activation().numel() * 4);
+}
+BENCHMARK(BM_DirectQEncode)->Arg(2)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_DirectQDecode(benchmark::State& state) {
+  actkit::DirectQOptions o;
+  o.bits = int(state.range(0));
+  const actkit::CompressedTensor ct = actkit::encode_directq(activation(), o);
+  at::Tensor y = at::empty_like(activation());
+  for (auto _ : state) {
+    ct.decode_into(y);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * activation().numel() * 4);
+}
+BENCHMARK(BM_DirectQDecode)->Arg(2)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Arg: the high bits; the low bits are one less.
+void BM_TahEncode(benchmark::State& state) {
+  actkit::TahOptions o;
+  o.high_bits = int(state.range(0));
+  o.low_bits = o.high_bits - 1;
+  for (auto _ : state) benchmark::DoNotOptimize(actkit::encode_tah(activation(), o));
+  state.SetBytesProcessed(state.iterations() * activation().numel() * 4);
+}
+BENCHMARK(BM_TahEncode)->Arg(3)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_TahDecode(benchmark::State& state) {
+  actkit::TahOptions o;
+  o.high_bits = int(state.range(0));
+  o.low_bits = o.high_bits - 1;
+  const actkit::CompressedTensor ct = actkit::encode_tah(activation(), o);
+  at::Tensor y = at::empty_like(activation());
+  for (auto _ : state) {
+    ct.decode_into(y);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * activation().numel() * 4);
+}
+BENCHMARK(BM_TahDecode)->Arg(3)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/boundary_codecs.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
@@ -87,4 +88,82 @@ TEST(CudaEquality, MaskAndIndexCodecs) {
     EXPECT_TRUE(bitwise_equal(encode_index(idx.cuda(), bits).decode(), idx));
   }
   EXPECT_THROW(encode_index(at::full({10}, 16, at::kLong).cuda(), 4), InvalidInput);
+}
+
+TEST(CudaEquality, DirectQPayloadAndDecodeAreBitIdentical) {
+  REQUIRE_CUDA();
+  struct Case {
+    std::vector<int64_t> shape;
+    at::ScalarType dtype;
+    int bits;
+    bool per_channel;
+    bool stochastic;
+  };
+  const std::vector<Case> cases = {
+      {{8, 512, 768}, at::kFloat, 8, false, false}, {{8, 512, 768}, at::kFloat, 4, true, true},
+      {{3, 1001}, at::kHalf, 2, false, true},       {{5, 7, 33}, at::kBFloat16, 3, true, false},
+      {{1 << 20}, at::kFloat, 6, false, true},      {{13}, at::kFloat, 5, true, false},
+  };
+  for (const Case& c : cases) {
+    at::Tensor x = (at::randn(c.shape) * 3).to(c.dtype);
+    x = x * (at::rand(c.shape) < 0.7).to(c.dtype);  // zeros must stay zeros on both
+    DirectQOptions o;
+    o.bits = c.bits;
+    o.per_channel = c.per_channel;
+    o.stochastic = c.stochastic;
+    o.seed = 31;
+    const CompressedTensor cpu = encode_directq(x, o);
+    const CompressedTensor gpu = encode_directq(x.cuda(), o);
+    EXPECT_EQ(gpu.device().type(), at::kCUDA);
+    EXPECT_EQ(payload_bytes(cpu), payload_bytes(gpu)) << c.shape << " bits " << c.bits;
+    EXPECT_TRUE(bitwise_equal(cpu.decode(), gpu.decode()));
+    EXPECT_TRUE(bitwise_equal(cpu.to(at::kCUDA).decode(), cpu.decode()));
+  }
+  at::Tensor bad = at::randn({4, 600});
+  bad[1][3] = NAN;
+  EXPECT_THROW(encode_directq(bad.cuda(), DirectQOptions{}), InvalidInput);
+  DirectQOptions per_channel;
+  per_channel.per_channel = true;
+  EXPECT_THROW(encode_directq(bad.cuda(), per_channel), InvalidInput);
+}
+
+TEST(CudaEquality, TahPayloadAndDecodeAreBitIdentical) {
+  REQUIRE_CUDA();
+  struct Case {
+    std::vector<int64_t> shape;
+    at::ScalarType dtype;
+    int group;
+    int high;
+    int low;
+    double fraction;
+    bool hadamard;
+  };
+  const std::vector<Case> cases = {
+      {{8, 512, 768}, at::kFloat, 64, 4, 3, 0.8, true},  {{8, 512, 768}, at::kFloat, 32, 3, 2, 0.5, false},
+      {{4, 100, 256}, at::kHalf, 256, 8, 7, 0.8, true},  {{2, 9, 96}, at::kBFloat16, 8, 2, 1, 0.3, true},
+      {{1000, 128}, at::kFloat, 16, 4, 4, 1.0, true},    {{128}, at::kFloat, 128, 4, 3, 0.0, true},
+  };
+  for (const Case& c : cases) {
+    at::Tensor x = at::randn(c.shape);
+    x.select(-1, 3).mul_(50);  // an outlier channel: transformed tiles on both
+    x = x.to(c.dtype);
+    TahOptions o;
+    o.group_size = c.group;
+    o.high_bits = c.high;
+    o.low_bits = c.low;
+    o.high_fraction = c.fraction;
+    o.hadamard = c.hadamard;
+    const CompressedTensor cpu = encode_tah(x, o);
+    const CompressedTensor gpu = encode_tah(x.cuda(), o);
+    EXPECT_EQ(payload_bytes(cpu), payload_bytes(gpu)) << c.shape << " G " << c.group;
+    EXPECT_TRUE(bitwise_equal(cpu.decode(), gpu.decode()));
+    EXPECT_TRUE(bitwise_equal(cpu.to(at::kCUDA).decode(), cpu.decode()));
+  }
+  // Equal entropies: both devices break the tie by token index.
+  const at::Tensor same = at::randn({1, 64}).expand({50, 64}).contiguous();
+  EXPECT_EQ(payload_bytes(encode_tah(same, TahOptions{})), payload_bytes(encode_tah(same.cuda(), TahOptions{})));
+  at::Tensor bad = at::randn({4, 128});
+  bad[2][5] = INFINITY;
+  EXPECT_THROW(encode_tah(bad.cuda(), TahOptions{}), InvalidInput);
+  EXPECT_THROW(encode_tah((at::randn({4, 128}) * 1e6).cuda(), TahOptions{}), InvalidInput);
 }

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/boundary_codecs.h"
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
@@ -21,6 +22,14 @@ std::vector<CompressedTensor> samples() {
   PerGroupOptions uniform;
   uniform.bits = 3;
   uniform.seed = 4;
+  DirectQOptions directq;
+  directq.bits = 3;
+  directq.per_channel = true;
+  TahOptions tah;
+  tah.group_size = 16;
+  tah.high_fraction = 0.5;
+  at::Tensor act = at::randn({3, 32});
+  act[1][5] = 40;  // an outlier tile
   PerGroupOptions mixed;
   mixed.bits = 0;
   mixed.sample_bits = {1, 2, 8};
@@ -31,6 +40,8 @@ std::vector<CompressedTensor> samples() {
       encode_per_group(at::empty({0, 4}), uniform),
       encode_mask(at::rand({13}) > 0.5),
       encode_index(at::randint(0, 9, {5, 6}, at::kLong), 4),
+      encode_directq(at::randn({2, 9}), directq),
+      encode_tah(act, tah),
   };
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/boundary_codecs.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
@@ -35,6 +36,9 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config) {
   if (config.threads < 0) throw InvalidInput("bench codec: threads must be >= 0");
   for (int b : config.bits) {
     if (b < 1 || b > 8) throw InvalidInput(c10::str("bench codec: bits must be in 1..8, got ", b));
+  }
+  for (int b : config.boundary_bits) {
+    if (b < 2 || b > 8) throw InvalidInput(c10::str("bench codec: boundary bits must be in 2..8, got ", b));
   }
   const at::Device device = app::parse_run_device(config.device, "bench codec");
   std::unique_ptr<tbb::global_control> limit;
@@ -89,6 +93,50 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config) {
   m.encode_gbps = timed([&] { mask = encode_positive_mask(x); });
   m.decode_gbps = timed([&] { mask.decode_into(mask_out); });
   report.codecs.push_back(m);
+
+  // The boundary codecs see what a pipeline stage sends: tokens of 768
+  // channels, 512 to a sequence, as many sequences as the size allows.
+  constexpr int64_t kChannels = 768;
+  constexpr int64_t kSequence = 512;
+  const int64_t tokens = numel / kChannels;
+  if (tokens == 0 || config.boundary_bits.empty()) return report;
+  const std::vector<int64_t> shape = tokens >= kSequence
+                                         ? std::vector<int64_t>{tokens / kSequence, kSequence, kChannels}
+                                         : std::vector<int64_t>{1, tokens, kChannels};
+  const at::Tensor act = at::randn(shape).to(device);
+  at::Tensor act_out = at::empty_like(act);
+  const double act_bytes = double(act.numel()) * 4;
+  auto timed_act = [&](auto&& fn) {
+    return act_bytes / 1e9 / best_seconds(
+                                 [&] {
+                                   fn();
+                                   synchronize(device);
+                                 },
+                                 config.min_seconds);
+  };
+  for (int bits : config.boundary_bits) {
+    DirectQOptions o;
+    o.bits = bits;
+    CompressedTensor ct;
+    CodecResult r;
+    r.name = "directq";
+    r.bits = bits;
+    r.encode_gbps = timed_act([&] { ct = encode_directq(act, o); });
+    r.decode_gbps = timed_act([&] { ct.decode_into(act_out); });
+    report.codecs.push_back(r);
+  }
+  for (int bits : config.boundary_bits) {
+    TahOptions o;
+    o.high_bits = bits;
+    o.low_bits = bits - 1;
+    CompressedTensor ct;
+    CodecResult r;
+    r.name = "tah";
+    r.bits = bits;
+    r.encode_gbps = timed_act([&] { ct = encode_tah(act, o); });
+    r.decode_gbps = timed_act([&] { ct.decode_into(act_out); });
+    report.codecs.push_back(r);
+  }
   return report;
 }
 

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "actkit/core/errors.h"
+#include "actkit/kernels/tah.h"
 #include "dispatch.h"
 
 namespace actkit {
@@ -28,6 +29,8 @@ const char* to_string(CodecKind kind) {
     case CodecKind::kPerGroup: return "per-group";
     case CodecKind::kMask: return "mask";
     case CodecKind::kIndex: return "index";
+    case CodecKind::kDirectQ: return "directq";
+    case CodecKind::kTah: return "tah";
   }
   return "unknown";
 }
@@ -48,9 +51,37 @@ int64_t CompressedMeta::num_groups() const {
   return num_samples() * ceil_div(sample_size(), group_size);
 }
 
-int64_t CompressedMeta::meta_bytes() const { return 4 * num_groups(); }
+int64_t CompressedMeta::num_scales() const {
+  if (kind != CodecKind::kDirectQ) return 0;
+  return per_channel ? shape.back() : 1;
+}
+
+int64_t CompressedMeta::num_tokens() const {
+  if (shape.empty() || shape.back() == 0) return 0;
+  return numel() / shape.back();
+}
+
+kernels::TahLayout detail::tah_layout(const CompressedMeta& m) {
+  kernels::TahLayout L;
+  L.num_tokens = m.num_tokens();
+  L.channels = m.shape.empty() ? 0 : m.shape.back();
+  L.group_size = m.group_size;
+  L.high_bits = m.bits;
+  L.low_bits = m.low_bits;
+  L.high_tokens = m.high_tokens;
+  return L;
+}
+
+int64_t CompressedMeta::meta_bytes() const {
+  switch (kind) {
+    case CodecKind::kDirectQ: return 4 * num_scales();
+    case CodecKind::kTah: return detail::tah_layout(*this).codes_offset();
+    default: return 4 * num_groups();
+  }
+}
 
 int64_t CompressedMeta::code_bytes() const {
+  if (kind == CodecKind::kTah) return detail::tah_layout(*this).code_bytes();
   if (kind == CodecKind::kPerGroup && bits == 0) {
     int64_t total_bits = 0;
     for (uint8_t b : sample_bits) total_bits += b;
@@ -101,6 +132,7 @@ void CompressedMeta::validate() const {
         }
         for (uint8_t b : sample_bits) check_bits(b);
       }
+      check_no_boundary_fields();
       return;
     case CodecKind::kMask:
       if (dtype != at::kBool) throw FormatError(c10::str("mask payload of dtype ", dtype));
@@ -110,11 +142,52 @@ void CompressedMeta::validate() const {
       if (!is_index_dtype(dtype)) throw FormatError(c10::str("index payload of dtype ", dtype));
       check_bits(bits);
       break;
+    case CodecKind::kDirectQ: validate_directq(); return;
+    case CodecKind::kTah: validate_tah(); return;
     default: throw FormatError(c10::str("unknown codec kind ", int(kind)));
   }
   if (!sample_bits.empty() || group_size != 0 || meta_format != MetaFormat::kBFloat16) {
     throw FormatError(c10::str(to_string(kind), " payload cannot have per-sample bits, groups or group metadata"));
   }
+  check_no_boundary_fields();
+}
+
+void CompressedMeta::check_no_boundary_fields() const {
+  if (per_channel || low_bits != 0 || high_tokens != 0) {
+    throw FormatError(c10::str(to_string(kind), " payload cannot have per-channel scales, low bits or high tokens"));
+  }
+}
+
+void CompressedMeta::validate_directq() const {
+  if (!is_float_dtype(dtype)) throw FormatError(c10::str("directq payload of non-float dtype ", dtype));
+  if (numel() == 0) throw FormatError("directq payload of an empty tensor");
+  if (bits < 2 || bits > 8) throw FormatError(c10::str("directq bits must be in 2..8, got ", bits));
+  if (per_channel && shape.empty()) throw FormatError("directq per-channel scales need rank >= 1");
+  if (!sample_bits.empty() || group_size != 0 || meta_format != MetaFormat::kBFloat16 || low_bits != 0 ||
+      high_tokens != 0) {
+    throw FormatError("directq payload cannot have per-sample bits, groups, group metadata, low bits or high tokens");
+  }
+}
+
+void CompressedMeta::validate_tah() const {
+  if (!is_float_dtype(dtype)) throw FormatError(c10::str("tah payload of non-float dtype ", dtype));
+  if (shape.empty() || numel() == 0) throw FormatError("tah payload needs a non-empty tensor of rank >= 1");
+  if (group_size < 8 || group_size > kernels::kTahMaxGroupSize || (group_size & (group_size - 1)) != 0) {
+    throw FormatError(c10::str("tah tile size must be a power of two in [8, ", kernels::kTahMaxGroupSize,
+                               "], got ", group_size));
+  }
+  if (shape.back() % group_size != 0) {
+    throw FormatError(c10::str("tah channels (last dimension ", shape.back(), ") are not a multiple of the tile size ",
+                               group_size));
+  }
+  if (bits < 1 || bits > 8 || low_bits < 1 || low_bits > bits) {
+    throw FormatError(c10::str("tah bits must satisfy 1 <= low <= high <= 8, got low ", low_bits, ", high ", bits));
+  }
+  if (high_tokens < 0 || high_tokens > num_tokens()) {
+    throw FormatError(c10::str("tah high-token count ", high_tokens, " outside [0, ", num_tokens(), "]"));
+  }
+  if (meta_format != MetaFormat::kFloat16) throw FormatError("tah tile parameters must be fp16");
+  if (!sample_bits.empty() || per_channel) throw FormatError("tah payload cannot have per-sample bits or scales");
 }
 
 CompressedTensor::CompressedTensor(CompressedMeta meta, at::Tensor payload)
@@ -139,6 +212,12 @@ CompressedTensor::CompressedTensor(CompressedMeta meta, at::Tensor payload)
 at::Device CompressedTensor::device() const { return payload_.defined() ? payload_.device() : at::kCPU; }
 
 double CompressedTensor::average_bits() const {
+  if (meta_.kind == CodecKind::kTah) {
+    const int64_t t = meta_.num_tokens();
+    return t == 0 ? meta_.bits
+                  : (double(meta_.high_tokens) * meta_.bits + double(t - meta_.high_tokens) * meta_.low_bits) /
+                        double(t);
+  }
   const int64_t n = numel();
   if (n == 0) return meta_.bits;
   if (meta_.bits != 0) return meta_.bits;
@@ -182,6 +261,19 @@ void CompressedTensor::decode_range(int64_t begin, int64_t end, at::Tensor& out)
     case CodecKind::kPerGroup: detail::decode_per_group(*this, begin, end, out); return;
     case CodecKind::kMask:
     case CodecKind::kIndex: detail::decode_bitfield(*this, begin, end, out); return;
+    case CodecKind::kDirectQ:
+    case CodecKind::kTah: {
+      // Boundary payloads decode whole; a range of samples is cut from that.
+      const auto decode_all = meta_.kind == CodecKind::kTah ? detail::decode_tah : detail::decode_directq;
+      if (begin == 0 && end == meta_.num_samples()) {
+        decode_all(*this, out);
+        return;
+      }
+      at::Tensor all = at::empty(meta_.shape, out.options());
+      decode_all(*this, all);
+      out.copy_(all.narrow(0, begin, end - begin));
+      return;
+    }
   }
   throw InvalidInput("decode: unknown codec kind");
 }

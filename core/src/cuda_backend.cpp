@@ -111,6 +111,53 @@ void bitfield_decode(at::Device device, const uint8_t* in, int64_t count, int bi
   check(kernels::bitfield_decode_cuda(in, count, bits, out, type, at::cuda::getCurrentCUDAStream()), "decode");
 }
 
+kernels::EncodeStatus directq_encode(at::Device device, const kernels::DirectQEncodeArgs& args) {
+  c10::cuda::CUDAGuard guard(device);
+  const at::Tensor status = new_status(device);
+  check(kernels::directq_encode_cuda(args, status.data_ptr<int32_t>(), at::cuda::getCurrentCUDAStream()),
+        "encode_directq");
+  return read_status(status, /*wait=*/true);
+}
+
+void directq_decode(at::Device device, const kernels::DirectQDecodeArgs& args) {
+  c10::cuda::CUDAGuard guard(device);
+  check(kernels::directq_decode_cuda(args, at::cuda::getCurrentCUDAStream()), "decode");
+}
+
+kernels::EncodeStatus tah_encode(at::Device device, const kernels::TahEncodeArgs& args) {
+  c10::cuda::CUDAGuard guard(device);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const kernels::TahLayout& L = args.layout;
+  const auto on_device = at::TensorOptions().device(device);
+  const at::Tensor status = new_status(device);
+  const at::Tensor entropy = at::empty({L.num_tokens}, on_device.dtype(at::kFloat));
+  check(kernels::tah_entropy_cuda(args, entropy.data_ptr<float>(), status.data_ptr<int32_t>(), stream),
+        "encode_tah");
+  // The CPU kernel's order: entropy descending, ties to the lower token
+  // index, which a stable descending sort keeps.
+  at::Tensor high = at::zeros({L.num_tokens}, on_device.dtype(at::kByte));
+  if (L.high_tokens == L.num_tokens) {
+    high.fill_(1);
+  } else if (L.high_tokens > 0) {
+    const at::Tensor order = std::get<1>(at::sort(entropy, /*stable=*/true, /*dim=*/0, /*descending=*/true));
+    high.index_fill_(0, order.narrow(0, 0, L.high_tokens), 1);
+  }
+  check(kernels::tah_pack_map_cuda(high.data_ptr<uint8_t>(), L, args.payload, stream), "encode_tah");
+  const at::Tensor ranks = at::empty({L.map_words() + 1}, on_device.dtype(at::kLong));
+  check(kernels::tah_word_ranks_cuda(args.payload, L, ranks.data_ptr<int64_t>(), stream), "encode_tah");
+  check(kernels::tah_encode_tiles_cuda(args, ranks.data_ptr<int64_t>(), status.data_ptr<int32_t>(), stream),
+        "encode_tah");
+  return read_status(status, /*wait=*/true);
+}
+
+void tah_decode(at::Device device, const kernels::TahDecodeArgs& args) {
+  c10::cuda::CUDAGuard guard(device);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const at::Tensor ranks = at::empty({args.layout.map_words() + 1}, at::TensorOptions().device(device).dtype(at::kLong));
+  check(kernels::tah_word_ranks_cuda(args.payload, args.layout, ranks.data_ptr<int64_t>(), stream), "decode");
+  check(kernels::tah_decode_cuda(args, ranks.data_ptr<int64_t>(), stream), "decode");
+}
+
 #else  // !ACTKIT_WITH_CUDA
 
 namespace {
@@ -125,6 +172,10 @@ kernels::EncodeStatus bitfield_encode(at::Device, const void*, kernels::IntType,
 }
 void bitfield_encode_positive(at::Device, const void*, kernels::FloatType, int64_t, uint8_t*) { missing(); }
 void bitfield_decode(at::Device, const uint8_t*, int64_t, int, void*, kernels::IntType) { missing(); }
+kernels::EncodeStatus directq_encode(at::Device, const kernels::DirectQEncodeArgs&) { missing(); }
+void directq_decode(at::Device, const kernels::DirectQDecodeArgs&) { missing(); }
+kernels::EncodeStatus tah_encode(at::Device, const kernels::TahEncodeArgs&) { missing(); }
+void tah_decode(at::Device, const kernels::TahDecodeArgs&) { missing(); }
 
 #endif
 

@@ -6,7 +6,9 @@
 
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/kernels/bitfield.h"
+#include "actkit/kernels/directq.h"
 #include "actkit/kernels/pergroup.h"
+#include "actkit/kernels/tah.h"
 
 namespace actkit::detail {
 
@@ -27,6 +29,23 @@ at::Tensor allocate_payload(const CompressedMeta& meta, at::Device device);
 // (begin = 0, end = num_samples() decodes everything).
 void decode_per_group(const CompressedTensor& ct, int64_t begin, int64_t end, at::Tensor& out);
 void decode_bitfield(const CompressedTensor& ct, int64_t begin, int64_t end, at::Tensor& out);
+// Decode a whole DirectQ / TAH payload into `out` (checked as above).
+// decode_tah throws FormatError when, on CPU, the token map does not hold
+// exactly high_tokens ones.
+void decode_directq(const CompressedTensor& ct, at::Tensor& out);
+void decode_tah(const CompressedTensor& ct, at::Tensor& out);
+
+// The kernels' view of a TAH meta (already validated).
+kernels::TahLayout tah_layout(const CompressedMeta& meta);
+
+// Check the bytes of a payload (host memory, meta.payload_bytes() long)
+// against its validated meta, beyond what sizes tell, and throw FormatError
+// naming the first problem. DirectQ: scales finite and non-negative. TAH:
+// tile zeros finite, scales finite and non-negative, pivots below the tile
+// size and 0 on tiles not flagged, padding zero, the token map holding
+// exactly high_tokens ones.
+void check_directq_payload(const CompressedMeta& meta, const uint8_t* payload);
+void check_tah_payload(const CompressedMeta& meta, const uint8_t* payload);
 
 // CUDA backend. Arguments carry host pointers for the per-sample tables; the
 // backend copies them to the device. Kernels run on the current stream.
@@ -42,6 +61,16 @@ void bitfield_encode_positive(at::Device device, const void* values, kernels::Fl
                               uint8_t* out);
 void bitfield_decode(at::Device device, const uint8_t* in, int64_t count, int bits, void* out,
                      kernels::IntType type);
+// DirectQ and TAH encodes always read their status back (a device sync):
+// the boundary codecs report NaN/Inf as InvalidInput.
+kernels::EncodeStatus directq_encode(at::Device device, const kernels::DirectQEncodeArgs& args);
+void directq_decode(at::Device device, const kernels::DirectQDecodeArgs& args);
+// The whole TAH encode: entropies, the token map (the same ranking as the
+// CPU kernel: entropy descending, then token index), tiles.
+kernels::EncodeStatus tah_encode(at::Device device, const kernels::TahEncodeArgs& args);
+// Decodes without checking the token map's popcount (no sync); the kernels
+// clamp ranks so a map with too many ones still decodes in bounds.
+void tah_decode(at::Device device, const kernels::TahDecodeArgs& args);
 }  // namespace cuda
 
 }  // namespace actkit::detail

@@ -11,8 +11,13 @@
 //   12  4  group size (0 unless per-group)
 //   16  8  payload bytes
 //   24  8 * rank  dimensions
-//   ..  N  per-sample bits, when bits == 0
-//   ..  payload bytes: group metadata then the code stream
+//   ..  N  per-sample bits, when bits == 0 (per-group codec)
+//   ..  16 codec extension (DirectQ and TAH only):
+//          0 1 flags: bit 0 per-channel scales (DirectQ); other bits 0
+//          1 1 low bits (TAH), else 0
+//          2 6 reserved, 0
+//          8 8 high-token count (TAH), else 0
+//   ..  payload bytes: metadata then the codes
 //   ..  4  CRC-32C of everything before it
 //
 // All integers little-endian. Parsing checks every length against the bytes
@@ -35,6 +40,8 @@ constexpr char kMagic[4] = {'A', 'C', 'T', 'K'};
 constexpr uint16_t kFormatVersion = 1;
 constexpr size_t kFixedHeader = 24;
 constexpr size_t kChecksumBytes = 4;
+constexpr size_t kExtensionBytes = 16;
+constexpr uint8_t kFlagPerChannel = 1;
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the payload format is little-endian");
 
@@ -106,8 +113,13 @@ class Reader {
   size_t off_ = 0;
 };
 
+// The kinds added after the first ones carry their extra fields in an
+// extension, so the older kinds' bytes never changed.
+bool has_extension(CodecKind kind) { return kind == CodecKind::kDirectQ || kind == CodecKind::kTah; }
+
 size_t header_bytes(const CompressedMeta& m) {
-  return kFixedHeader + 8 * m.shape.size() + (m.bits == 0 ? m.sample_bits.size() : 0);
+  const size_t tail = has_extension(m.kind) ? kExtensionBytes : (m.bits == 0 ? m.sample_bits.size() : 0);
+  return kFixedHeader + 8 * m.shape.size() + tail;
 }
 
 }  // namespace
@@ -134,7 +146,14 @@ size_t CompressedTensor::serialize_into(uint8_t* dst, size_t capacity) const {
   w.put<uint32_t>(uint32_t(meta_.group_size));
   w.put<uint64_t>(uint64_t(meta_.payload_bytes()));
   for (int64_t d : meta_.shape) w.put<int64_t>(d);
-  if (meta_.bits == 0) w.put_bytes(meta_.sample_bits.data(), meta_.sample_bits.size());
+  if (has_extension(meta_.kind)) {
+    w.put<uint8_t>(meta_.per_channel ? kFlagPerChannel : 0);
+    w.put<uint8_t>(uint8_t(meta_.low_bits));
+    for (int i = 0; i < 6; ++i) w.put<uint8_t>(0);
+    w.put<int64_t>(meta_.high_tokens);
+  } else if (meta_.bits == 0) {
+    w.put_bytes(meta_.sample_bits.data(), meta_.sample_bits.size());
+  }
   const at::Tensor host = payload_.device().is_cpu() ? payload_ : payload_.cpu();
   w.put_bytes(host.data_ptr<uint8_t>(), size_t(meta_.payload_bytes()));
   w.put<uint32_t>(crc32c(dst, size_t(w.pos() - dst)));
@@ -172,7 +191,16 @@ CompressedTensor CompressedTensor::deserialize(const uint8_t* data, size_t size,
   if (rank > 16) throw FormatError(c10::str("payload: rank ", int(rank), " exceeds 16"));
   m.shape.resize(rank);
   for (auto& d : m.shape) d = r.get<int64_t>("dimension");
-  if (m.bits == 0) {
+  if (has_extension(m.kind)) {
+    const auto flags = r.get<uint8_t>("extension flags");
+    if ((flags & ~kFlagPerChannel) != 0) throw FormatError(c10::str("payload: unknown extension flags ", int(flags)));
+    m.per_channel = (flags & kFlagPerChannel) != 0;
+    m.low_bits = r.get<uint8_t>("low bits");
+    for (int i = 0; i < 6; ++i) {
+      if (r.get<uint8_t>("extension reserved") != 0) throw FormatError("payload: reserved extension byte is not zero");
+    }
+    m.high_tokens = r.get<int64_t>("high-token count");
+  } else if (m.bits == 0) {
     // Validate the shape before trusting shape[0] as a length.
     CompressedMeta shape_only;
     shape_only.kind = CodecKind::kIndex;
@@ -197,6 +225,10 @@ CompressedTensor CompressedTensor::deserialize(const uint8_t* data, size_t size,
                                "-byte payload"));
   }
   if (crc32c(data, covered) != stored_crc) throw FormatError("payload: checksum mismatch (corrupted data)");
+  // The checksum only says the bytes are the ones written; a writer with a
+  // bug (or a forger) can still send values no encoder produces.
+  if (m.kind == CodecKind::kDirectQ) detail::check_directq_payload(m, body);
+  if (m.kind == CodecKind::kTah) detail::check_tah_payload(m, body);
 
   at::Tensor payload = detail::allocate_payload(m, at::kCPU);
   if (m.payload_bytes() != 0) std::memcpy(payload.data_ptr<uint8_t>(), body, size_t(m.payload_bytes()));

@@ -13,6 +13,7 @@
 #include "actkit/kernels/pergroup.h"
 #include "actkit/kernels/pergroup_math.h"
 #include "bitpack.h"
+#include "float_io.h"
 
 namespace actkit::kernels {
 namespace {
@@ -21,37 +22,10 @@ namespace {
 // balance (256 groups of 256 floats = 256 KiB of input).
 constexpr int64_t kGrainGroups = 256;
 
-// Distinct element types for the two 16-bit formats (both are uint16_t bits).
-struct Bf16In {
-  uint16_t bits;
-};
-struct Fp16In {
-  uint16_t bits;
-};
-
-inline void to_float(const float* src, int64_t len, float* dst) { std::memcpy(dst, src, size_t(len) * 4); }
-
-inline void to_float(const Bf16In* src, int64_t len, float* dst) {
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) dst[j] = bf16_to_float(src[j].bits);
-}
-
-inline void to_float(const Fp16In* src, int64_t len, float* dst) {
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) dst[j] = fp16_to_float(src[j].bits);
-}
-
-inline void from_float(const float* src, int64_t len, float* dst) { std::memcpy(dst, src, size_t(len) * 4); }
-
-inline void from_float(const float* src, int64_t len, Bf16In* dst) {
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) dst[j].bits = float_to_bf16_rne(src[j]);
-}
-
-inline void from_float(const float* src, int64_t len, Fp16In* dst) {
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) dst[j].bits = float_to_fp16_rne(src[j]);
-}
+using cpu::Bf16In;
+using cpu::Fp16In;
+using cpu::from_float;
+using cpu::to_float;
 
 // Encodes one group; returns kOk or the problem found.
 inline EncodeStatus encode_group(const float* x, int64_t len, int bits, const PerGroupEncodeArgs& a,

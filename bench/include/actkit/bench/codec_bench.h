@@ -17,13 +17,18 @@ struct CodecBenchConfig {
   std::string device = "cpu";       // "cpu" or "cuda[:N]"
   size_t bytes = size_t(64) << 20;  // fp32 input size
   std::vector<int> bits = {1, 2, 4, 8};
+  // Pipeline-boundary codecs, on a B x 512 x 768 activation of about
+  // `bytes`: "directq" at these bits (per tensor, round-to-nearest) and
+  // "tah" with these as the high bits and one less as the low bits. Values
+  // in 2..8; none when the input is smaller than one 768-channel token.
+  std::vector<int> boundary_bits = {2, 3, 4, 8};
   int threads = 0;                  // 0: all cores
   double min_seconds = 0.5;         // per measurement
   uint64_t seed = 1;
 };
 
 struct CodecResult {
-  std::string name;  // "pergroup" or "mask"
+  std::string name;  // "pergroup", "mask", "directq" or "tah"
   int bits = 0;
   double encode_gbps = 0;  // GB/s of fp32 input bytes
   double decode_gbps = 0;
@@ -38,8 +43,8 @@ struct CodecBenchReport {
 };
 
 // Runs the benchmark on config.device. Throws actkit::InvalidInput for a
-// config with no bytes, bits outside 1..8, negative threads or a device
-// this build cannot use.
+// config with no bytes, bits outside 1..8 (boundary bits outside 2..8),
+// negative threads or a device this build cannot use.
 CodecBenchReport run_codec_bench(const CodecBenchConfig& config);
 
 // Copies `bytes` from src to dst with the current TBB thread count, in

@@ -20,6 +20,8 @@ enum class CodecKind : uint8_t {
   kPerGroup = 1,  // per-group stochastic quantization (ActNN §4.1; docs/formats.md)
   kMask = 2,      // 1 bit per value
   kIndex = 3,     // small unsigned integers, 1..8 bits per value
+  kDirectQ = 4,   // symmetric max-abs quantization of a pipeline boundary (boundary_codecs.h)
+  kTah = 5,       // tile-wise adaptive Hadamard quantization of activations (boundary_codecs.h)
 };
 
 const char* to_string(CodecKind kind);
@@ -29,17 +31,29 @@ struct CompressedMeta {
   CodecKind kind = CodecKind::kPerGroup;
   at::ScalarType dtype = at::kFloat;  // dtype that decode() returns
   std::vector<int64_t> shape;
-  int bits = 0;                      // bits per value; 0 when sample_bits is used
+  // Bits per value; 0 when sample_bits is used. TAH: the bits of the
+  // high-entropy tokens (low_bits has the others').
+  int bits = 0;
   std::vector<uint8_t> sample_bits;  // per-sample bits (per-group codec only)
-  int group_size = 0;                // per-group codec only
+  int group_size = 0;                // per-group codec and TAH (tile size) only
+  // Format of the 16-bit group metadata: per-group codec (bf16 or fp16) and
+  // TAH (fp16 always); bf16, the default, for the other codecs.
   MetaFormat meta_format = MetaFormat::kBFloat16;
+  bool per_channel = false;  // DirectQ only: one scale per index of the last dimension
+  int low_bits = 0;          // TAH only: bits of the low-entropy tokens, 1..bits
+  int64_t high_tokens = 0;   // TAH only: how many tokens are coded at `bits`
 
   int64_t numel() const;
   // Per-group view: N = shape[0] for rank >= 2, else 1; D = numel / N.
   int64_t num_samples() const;
   int64_t sample_size() const;
   int64_t num_groups() const;
-  // Bytes of group metadata (4 per group) and of the code stream.
+  // DirectQ: fp32 scales (1, or shape.back() per channel); 0 otherwise.
+  int64_t num_scales() const;
+  // TAH view: tokens are the rows of the last dimension (C = shape.back()).
+  int64_t num_tokens() const;
+  // Bytes of metadata (per-group: 4 per group; DirectQ: the scales; TAH:
+  // tile parameters, pivots, tile flags and token map) and of the codes.
   int64_t meta_bytes() const;
   int64_t code_bytes() const;
   int64_t payload_bytes() const { return meta_bytes() + code_bytes(); }
@@ -49,6 +63,11 @@ struct CompressedMeta {
   // Throws FormatError naming the first inconsistency (bits out of range,
   // dtype not allowed for the codec, negative dims, size overflow, ...).
   void validate() const;
+
+ private:
+  void validate_directq() const;
+  void validate_tah() const;
+  void check_no_boundary_fields() const;
 };
 
 class CompressedTensor {
@@ -67,7 +86,8 @@ class CompressedTensor {
   at::ScalarType dtype() const { return meta_.dtype; }
   at::Device device() const;
   int64_t numel() const { return meta_.numel(); }
-  // Uniform bits per value, or 0 when bits vary per sample.
+  // Uniform bits per value, or 0 when bits vary per sample (TAH: the
+  // high-entropy tokens' bits; see meta().low_bits).
   int bits() const { return meta_.bits; }
   const std::vector<uint8_t>& sample_bits() const { return meta_.sample_bits; }
   // Code bits per value, averaged over all values (metadata excluded).

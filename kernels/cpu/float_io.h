@@ -1,0 +1,58 @@
+// Loading fp32/fp16/bf16 values as fp32 and storing fp32 results back, for
+// the CPU kernels. The 16-bit formats get types of their own (both are
+// uint16_t bits underneath) so that kernels can be templated on the element
+// type and fp32 can skip the copy entirely.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "actkit/kernels/half.h"
+
+namespace actkit::kernels::cpu {
+
+struct Bf16In {
+  uint16_t bits;
+};
+struct Fp16In {
+  uint16_t bits;
+};
+
+inline void to_float(const float* src, int64_t len, float* dst) { std::memcpy(dst, src, size_t(len) * 4); }
+
+inline void to_float(const Bf16In* src, int64_t len, float* dst) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) dst[j] = bf16_to_float(src[j].bits);
+}
+
+inline void to_float(const Fp16In* src, int64_t len, float* dst) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) dst[j] = fp16_to_float(src[j].bits);
+}
+
+inline void from_float(const float* src, int64_t len, float* dst) { std::memcpy(dst, src, size_t(len) * 4); }
+
+inline void from_float(const float* src, int64_t len, Bf16In* dst) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) dst[j].bits = float_to_bf16_rne(src[j]);
+}
+
+inline void from_float(const float* src, int64_t len, Fp16In* dst) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) dst[j].bits = float_to_fp16_rne(src[j]);
+}
+
+// values[start, start + len) as fp32: a pointer into the input when it is
+// fp32, otherwise converted into `buf` (len entries).
+template <typename In>
+inline const float* load_floats(const In* input, int64_t start, int64_t len, float* buf) {
+  if constexpr (std::is_same_v<In, float>) {
+    return input + start;
+  } else {
+    to_float(input + start, len, buf);
+    return buf;
+  }
+}
+
+}  // namespace actkit::kernels::cpu

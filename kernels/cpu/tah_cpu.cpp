@@ -1,0 +1,278 @@
+// CPU TAH-Quant: TBB over tokens. Encode makes two passes over the input:
+// one for the token entropies (the ranking needs every token's before any
+// token's bits are known), one for the tiles. Inner loops run over one
+// token or one tile in local buffers so that they vectorize.
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <atomic>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "actkit/kernels/tah.h"
+#include "actkit/kernels/tah_math.h"
+#include "bitpack.h"
+#include "float_io.h"
+
+namespace actkit::kernels {
+namespace {
+
+using cpu::Bf16In;
+using cpu::Fp16In;
+
+// Tokens per TBB task (8 tokens of 768 fp32 channels = 24 KiB).
+constexpr int64_t kGrainTokens = 8;
+
+// Entropy of one token in the order of tah_math.h (32 lane sums, then the
+// butterfly). Returns false when the token holds NaN or Inf.
+inline bool token_entropy(const float* a, int64_t C, float* out) {
+  float poison = 0.0f;
+#pragma omp simd reduction(+ : poison)
+  for (int64_t k = 0; k < C; ++k) poison += a[k] * 0.0f;
+  if (!(poison == 0.0f)) return false;
+
+  alignas(64) float acc[kTahLanes] = {};
+  int64_t k = 0;
+  for (; k + kTahLanes <= C; k += kTahLanes) {
+#pragma omp simd
+    for (int l = 0; l < kTahLanes; ++l) acc[l] = add_rn(acc[l], abs_rn(a[k + l]));
+  }
+  for (int l = 0; k + l < C; ++l) acc[l] = add_rn(acc[l], abs_rn(a[k + l]));
+  const float inv_l1 = tah_inv_l1(tah_lane_total(acc));
+
+  alignas(64) float ent[kTahLanes] = {};
+  for (k = 0; k + kTahLanes <= C; k += kTahLanes) {
+#pragma omp simd
+    for (int l = 0; l < kTahLanes; ++l) ent[l] = add_rn(ent[l], tah_entropy_term(a[k + l], inv_l1));
+  }
+  for (int l = 0; k + l < C; ++l) ent[l] = add_rn(ent[l], tah_entropy_term(a[k + l], inv_l1));
+  *out = tah_entropy_from_sum(tah_lane_total(ent));
+  return true;
+}
+
+template <typename In>
+EncodeStatus entropy_all(const In* input, int64_t T, int64_t C, float* entropy) {
+  std::atomic<bool> bad{false};
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, T, kGrainTokens), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<float> buf(std::is_same_v<In, float> ? 0 : size_t(C));
+    for (int64_t t = r.begin(); t != r.end(); ++t) {
+      if (!token_entropy(cpu::load_floats(input, t * C, C, buf.data()), C, entropy + t)) {
+        bad.store(true, std::memory_order_relaxed);
+        return;
+      }
+    }
+  });
+  return bad.load() ? EncodeStatus::kNonFinite : EncodeStatus::kOk;
+}
+
+// Sets the map bits of the high_tokens tokens of highest entropy (ties: the
+// lower index first). The order is total, so any selection algorithm picks
+// the same set.
+void select_tokens(const float* entropy, const TahLayout& L, uint64_t* map) {
+  const int64_t T = L.num_tokens;
+  const int64_t H = L.high_tokens;
+  if (H == 0) return;
+  std::vector<int64_t> order(static_cast<size_t>(T));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  if (H < T) {
+    std::nth_element(order.begin(), order.begin() + H, order.end(), [&](int64_t a, int64_t b) {
+      return entropy[a] > entropy[b] || (entropy[a] == entropy[b] && a < b);
+    });
+  }
+  for (int64_t i = 0; i < H; ++i) {
+    const int64_t t = order[size_t(i)];
+    map[t / 64] |= uint64_t(1) << (t % 64);
+  }
+}
+
+// Exclusive popcount prefix of the map words; entry W is the total.
+std::vector<int64_t> word_ranks(const uint64_t* map, const TahLayout& L) {
+  const int64_t W = L.map_words();
+  std::vector<int64_t> ranks(size_t(W + 1));
+  int64_t total = 0;
+  for (int64_t w = 0; w < W; ++w) {
+    ranks[size_t(w)] = total;
+    total += popcount64(map[w]);
+  }
+  ranks[size_t(W)] = total;
+  return ranks;
+}
+
+struct TileOut {
+  uint16_t* params;  // 2 entries: zero, scale
+  uint8_t* pivot;
+  uint8_t* flags;    // the tile flag section
+  int64_t tile;      // the tile's index (its flag bit)
+  uint8_t* codes;    // G * bits / 8 bytes
+};
+
+// Encodes one tile of g values; returns false when its zero or scale does
+// not fit fp16.
+inline bool encode_tile(const float* a, int g, int bits, float tau, bool hadamard, const TileOut& o) {
+  alignas(64) float tile[kTahMaxGroupSize];
+  alignas(64) uint8_t q[kTahMaxGroupSize];
+  const float* y = a;
+  int pivot = 0;
+  bool outlier = false;
+  if (hadamard) {
+    float a1 = 0.0f;
+#pragma omp simd reduction(max : a1)
+    for (int k = 0; k < g; ++k) {
+      const float v = abs_rn(a[k]);
+      a1 = v > a1 ? v : a1;
+    }
+    int d = 0;
+    while (abs_rn(a[d]) != a1) ++d;  // the first element at the maximum
+    float a2 = 0.0f;
+#pragma omp simd reduction(max : a2)
+    for (int k = 0; k < g; ++k) {
+      const float v = k == d ? 0.0f : abs_rn(a[k]);
+      a2 = v > a2 ? v : a2;
+    }
+    if (tah_is_outlier(a1, a2, tau)) {
+      std::copy(a, a + g, tile);
+      tile[0] = a[d];  // the pivot swap
+      tile[d] = a[0];
+      tah_hadamard(tile, g);
+      y = tile;
+      pivot = d;
+      outlier = true;
+    }
+  }
+  float mn = y[0];
+  float mx = y[0];
+#pragma omp simd reduction(min : mn) reduction(max : mx)
+  for (int k = 0; k < g; ++k) {
+    mn = y[k] < mn ? y[k] : mn;
+    mx = y[k] > mx ? y[k] : mx;
+  }
+  TahTileParams p;
+  if (!tah_tile_params(mn, mx, bits, &p)) return false;
+  const float top = float((1u << bits) - 1u);
+  const float zero = p.zero;
+  const float inv = p.inv_scale;
+#pragma omp simd
+  for (int k = 0; k < g; ++k) q[k] = tah_code(y[k], zero, inv, top);
+  cpu::pack_codes(q, g, bits, o.codes, 0);
+  o.params[0] = p.zero_bits;
+  o.params[1] = p.scale_bits;
+  *o.pivot = uint8_t(pivot);
+  // Tiles of neighbouring tasks share flag bytes.
+  if (outlier) cpu::atomic_or_byte(o.flags + o.tile / 8, uint8_t(1u << (o.tile % 8)));
+  return true;
+}
+
+template <typename In>
+EncodeStatus encode_all(const TahEncodeArgs& a) {
+  const TahLayout& L = a.layout;
+  const In* input = static_cast<const In*>(a.input);
+  const int64_t T = L.num_tokens;
+  const int64_t C = L.channels;
+  std::vector<float> entropy(static_cast<size_t>(T));
+  if (entropy_all(input, T, C, entropy.data()) != EncodeStatus::kOk) return EncodeStatus::kNonFinite;
+  uint64_t* map = reinterpret_cast<uint64_t*>(a.payload + L.map_offset());
+  select_tokens(entropy.data(), L, map);
+  const std::vector<int64_t> ranks = word_ranks(map, L);
+
+  const int64_t K = L.tiles_per_token();
+  const int g = L.group_size;
+  uint16_t* params = reinterpret_cast<uint16_t*>(a.payload + L.params_offset());
+  uint8_t* pivots = a.payload + L.pivots_offset();
+  uint8_t* flags = a.payload + L.flags_offset();
+  std::atomic<bool> overflow{false};
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, T, kGrainTokens), [&](const tbb::blocked_range<int64_t>& r) {
+    std::vector<float> buf(std::is_same_v<In, float> ? 0 : size_t(C));
+    for (int64_t t = r.begin(); t != r.end(); ++t) {
+      const float* token = cpu::load_floats(input, t * C, C, buf.data());
+      const TahTokenBits tb = tah_token_bits(map, ranks.data(), t, L.high_tokens);
+      const int bits = tb.high ? L.high_bits : L.low_bits;
+      uint8_t* codes = a.payload + L.token_codes_offset(t, tb.rank);
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t i = t * K + j;
+        const TileOut o{params + 2 * i, pivots + i, flags, i, codes + j * g * bits / 8};
+        if (!encode_tile(token + j * g, g, bits, a.tau, a.hadamard, o)) {
+          overflow.store(true, std::memory_order_relaxed);
+          return;
+        }
+      }
+    }
+  });
+  return overflow.load() ? EncodeStatus::kMetaOverflow : EncodeStatus::kOk;
+}
+
+template <typename Out>
+void decode_all(const TahDecodeArgs& a, const std::vector<int64_t>& ranks) {
+  const TahLayout& L = a.layout;
+  Out* output = static_cast<Out*>(a.output);
+  const int64_t K = L.tiles_per_token();
+  const int g = L.group_size;
+  const uint64_t* map = reinterpret_cast<const uint64_t*>(a.payload + L.map_offset());
+  const uint16_t* params = reinterpret_cast<const uint16_t*>(a.payload + L.params_offset());
+  const uint8_t* pivots = a.payload + L.pivots_offset();
+  const uint8_t* flags = a.payload + L.flags_offset();
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, L.num_tokens, kGrainTokens),
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      alignas(64) uint8_t q[kTahMaxGroupSize];
+                      alignas(64) float ybuf[kTahMaxGroupSize];
+                      for (int64_t t = r.begin(); t != r.end(); ++t) {
+                        const TahTokenBits tb = tah_token_bits(map, ranks.data(), t, L.high_tokens);
+                        const int bits = tb.high ? L.high_bits : L.low_bits;
+                        const uint8_t* codes = a.payload + L.token_codes_offset(t, tb.rank);
+                        for (int64_t j = 0; j < K; ++j) {
+                          const int64_t i = t * K + j;
+                          const int64_t elem = t * L.channels + j * g;
+                          cpu::unpack_codes(codes + j * g * bits / 8, 0, g, bits, q);
+                          const float zero = fp16_to_float(params[2 * i]);
+                          const float scale = fp16_to_float(params[2 * i + 1]);
+                          float* y = ybuf;
+                          if constexpr (std::is_same_v<Out, float>) y = output + elem;
+#pragma omp simd
+                          for (int k = 0; k < g; ++k) y[k] = tah_value(q[k], zero, scale);
+                          if ((flags[i / 8] >> (i % 8)) & 1u) {
+                            tah_hadamard(y, g);
+                            std::swap(y[0], y[pivots[i] & (g - 1)]);
+                          }
+                          if constexpr (!std::is_same_v<Out, float>) cpu::from_float(ybuf, g, output + elem);
+                        }
+                      }
+                    });
+}
+
+}  // namespace
+
+EncodeStatus tah_entropy_cpu(const void* input, FloatType type, int64_t num_tokens, int64_t channels,
+                             float* entropy) {
+  switch (type) {
+    case FloatType::kFloat32: return entropy_all(static_cast<const float*>(input), num_tokens, channels, entropy);
+    case FloatType::kFloat16: return entropy_all(static_cast<const Fp16In*>(input), num_tokens, channels, entropy);
+    case FloatType::kBFloat16:
+      return entropy_all(static_cast<const Bf16In*>(input), num_tokens, channels, entropy);
+  }
+  return EncodeStatus::kOk;
+}
+
+EncodeStatus tah_encode_cpu(const TahEncodeArgs& args) {
+  switch (args.input_type) {
+    case FloatType::kFloat32: return encode_all<float>(args);
+    case FloatType::kFloat16: return encode_all<Fp16In>(args);
+    case FloatType::kBFloat16: return encode_all<Bf16In>(args);
+  }
+  return EncodeStatus::kOk;
+}
+
+bool tah_decode_cpu(const TahDecodeArgs& args) {
+  const TahLayout& L = args.layout;
+  const std::vector<int64_t> ranks =
+      word_ranks(reinterpret_cast<const uint64_t*>(args.payload + L.map_offset()), L);
+  if (ranks.back() != L.high_tokens) return false;
+  switch (args.output_type) {
+    case FloatType::kFloat32: decode_all<float>(args, ranks); break;
+    case FloatType::kFloat16: decode_all<Fp16In>(args, ranks); break;
+    case FloatType::kBFloat16: decode_all<Bf16In>(args, ranks); break;
+  }
+  return true;
+}
+
+}  // namespace actkit::kernels
