@@ -41,6 +41,13 @@ inline int64_t input_length(const std::string& command, const std::string& model
   return image_size != 0 ? image_size : default_image;
 }
 
+// The arguments `actkit` was started with (argv[1...]), for commands that
+// start themselves again in other processes.
+inline std::vector<std::string>& command_line() {
+  static std::vector<std::string> args;
+  return args;
+}
+
 inline std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 
 // Writes `j` (pretty-printed) to `path`; throws Error if it cannot.

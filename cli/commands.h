@@ -19,4 +19,7 @@ void add_train_command(CLI::App& app);
 // `actkit maxbatch`.
 void add_maxbatch_command(CLI::App& app);
 
+// `actkit pipeline` (builds with the distributed half).
+void add_pipeline_command(CLI::App& app);
+
 }  // namespace actkit::cli

@@ -11,6 +11,7 @@
 
 #include "actkit/core/errors.h"
 #include "actkit/core/version.h"
+#include "cli_util.h"
 #include "commands.h"
 
 namespace {
@@ -42,6 +43,10 @@ int main(int argc, char** argv) {
   actkit::cli::add_model_commands(app);
   actkit::cli::add_train_command(app);
   actkit::cli::add_maxbatch_command(app);
+#if defined(ACTKIT_WITH_DISTRIBUTED)
+  actkit::cli::add_pipeline_command(app);
+#endif
+  actkit::cli::command_line().assign(argv + 1, argv + argc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -511,13 +511,19 @@ bool is_legacy_torch_save(const std::string& path) {
 }  // namespace
 
 void save_state_dict(const torch::nn::Module& module, const std::string& path) {
+  torch::OrderedDict<std::string, at::Tensor> tensors;
+  for (const auto& [name, tensor] : named_state(module)) tensors.insert(name, tensor);
+  save_tensors(tensors, path);
+}
+
+void save_tensors(const torch::OrderedDict<std::string, at::Tensor>& tensors, const std::string& path) {
   c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, tensor] : named_state(module)) dict.insert(name, tensor.detach().cpu());
+  for (const auto& item : tensors) dict.insert(item.key(), item.value().detach().cpu());
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), std::streamsize(bytes.size()));
   out.close();
-  if (!out) throw Error(c10::str("save_state_dict: cannot write ", path));
+  if (!out) throw Error(c10::str("save: cannot write ", path));
 }
 
 torch::OrderedDict<std::string, at::Tensor> read_state_dict(const std::string& path) {

@@ -31,6 +31,7 @@ const char* to_string(CodecKind kind) {
     case CodecKind::kIndex: return "index";
     case CodecKind::kDirectQ: return "directq";
     case CodecKind::kTah: return "tah";
+    case CodecKind::kRaw: return "raw";
   }
   return "unknown";
 }
@@ -76,12 +77,14 @@ int64_t CompressedMeta::meta_bytes() const {
   switch (kind) {
     case CodecKind::kDirectQ: return 4 * num_scales();
     case CodecKind::kTah: return detail::tah_layout(*this).codes_offset();
+    case CodecKind::kRaw: return 0;
     default: return 4 * num_groups();
   }
 }
 
 int64_t CompressedMeta::code_bytes() const {
   if (kind == CodecKind::kTah) return detail::tah_layout(*this).code_bytes();
+  if (kind == CodecKind::kRaw) return numel() * int64_t(c10::elementSize(dtype));
   if (kind == CodecKind::kPerGroup && bits == 0) {
     int64_t total_bits = 0;
     for (uint8_t b : sample_bits) total_bits += b;
@@ -144,6 +147,12 @@ void CompressedMeta::validate() const {
       break;
     case CodecKind::kDirectQ: validate_directq(); return;
     case CodecKind::kTah: validate_tah(); return;
+    case CodecKind::kRaw:
+      if (!is_float_dtype(dtype)) throw FormatError(c10::str("raw payload of non-float dtype ", dtype));
+      if (bits != 8 * int(c10::elementSize(dtype))) {
+        throw FormatError(c10::str("raw ", dtype, " payload with ", bits, " bits per value"));
+      }
+      break;
     default: throw FormatError(c10::str("unknown codec kind ", int(kind)));
   }
   if (!sample_bits.empty() || group_size != 0 || meta_format != MetaFormat::kBFloat16) {
@@ -261,6 +270,12 @@ void CompressedTensor::decode_range(int64_t begin, int64_t end, at::Tensor& out)
     case CodecKind::kPerGroup: detail::decode_per_group(*this, begin, end, out); return;
     case CodecKind::kMask:
     case CodecKind::kIndex: detail::decode_bitfield(*this, begin, end, out); return;
+    case CodecKind::kRaw: {
+      const int64_t row = meta_.numel() / std::max<int64_t>(meta_.num_samples(), 1);
+      const at::Tensor values = payload_.narrow(0, 0, meta_.payload_bytes()).view(meta_.dtype);
+      out.view(-1).copy_(values.narrow(0, begin * row, (end - begin) * row));
+      return;
+    }
     case CodecKind::kDirectQ:
     case CodecKind::kTah: {
       // Boundary payloads decode whole; a range of samples is cut from that.

@@ -51,6 +51,10 @@ at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targe
   return FusedCrossEntropy::apply(logits, targets);
 }
 
+std::vector<ModelPiece> ZooModel::pieces() {
+  throw InvalidInput(c10::str(name(), " cannot be split into pipeline stages (gpt2 and gpt2-small can)"));
+}
+
 at::Tensor ZooModel::example_input(int64_t batch, int64_t size) const {
   return at::randn({batch, in_channels_, size, size});
 }

@@ -127,6 +127,22 @@ class GPT2Impl : public ZooModel {
     drop_ = &add_slot("drop", nn::Dropout(o.dropout));
     h_ = register_module("h", make_blocks(o.layers, c));
     ln_f_ = &add_slot("ln_f", nn::LayerNorm(nn::LayerNormOptions({o.hidden}).eps(1e-5)));
+    // GPT-2's initialization: N(0, 0.02) for embeddings and weights, the
+    // residual projections scaled down by sqrt(2 * layers), zero biases.
+    // LibTorch's defaults (N(0, 1) embeddings) would start the tied output
+    // projection with logits of size sqrt(hidden) and a loss far above
+    // log(vocab).
+    torch::NoGradGuard no_grad;
+    for (auto& item : named_parameters()) {
+      at::Tensor p = item.value();
+      const std::string& n = item.key();
+      if (p.dim() < 2) {
+        if (n.size() >= 4 && n.compare(n.size() - 4, 4, "bias") == 0) p.zero_();
+        continue;
+      }
+      const bool residual = n.find("c_proj.weight") != std::string::npos;
+      p.normal_(0.0, residual ? 0.02 / std::sqrt(2.0 * double(o.layers)) : 0.02);
+    }
   }
 
   at::Tensor forward(const at::Tensor& tokens) override {
@@ -143,6 +159,33 @@ class GPT2Impl : public ZooModel {
 
   at::Tensor example_input(int64_t batch, int64_t length) const override {
     return at::randint(0, vocab_, {batch, length}, at::kLong);
+  }
+
+  // embeddings, h.0 ... h.{L-1}, head: the same arithmetic as forward().
+  std::vector<ModelPiece> pieces() override {
+    std::vector<ModelPiece> p;
+    p.push_back({"embeddings",
+                 [this](const at::Tensor& tokens) {
+                   const int64_t t = tokens.size(1);
+                   if (t > max_positions_) {
+                     throw InvalidInput(c10::str(name(), ": sequence of ", t, " tokens exceeds ", max_positions_,
+                                                 " positions"));
+                   }
+                   const at::Tensor pos = at::arange(t, tokens.options().dtype(at::kLong));
+                   return drop_->forward(wte_->forward(tokens) + wpe_->forward(pos));
+                 },
+                 {"wte.weight", "wpe.weight"}});
+    for (size_t i = 0; i < h_->size(); ++i) {
+      const std::string prefix = c10::str("h.", i);
+      std::vector<std::string> names;
+      for (const auto& np : h_[i]->named_parameters()) names.push_back(prefix + "." + np.key());
+      p.push_back({prefix, [this, i](const at::Tensor& x) { return h_[i]->as<BlockImpl>()->forward(x); }, names});
+    }
+    std::vector<std::string> head{"wte.weight"};
+    for (const auto& np : ln_f_->ptr()->named_parameters()) head.push_back("ln_f." + np.key());
+    p.push_back({"head", [this](const at::Tensor& x) { return at::matmul(ln_f_->forward(x), wte_->weight.t()); },
+                 head});
+    return p;
   }
 
  private:

@@ -15,6 +15,11 @@ namespace actkit {
 // be written.
 void save_state_dict(const torch::nn::Module& module, const std::string& path);
 
+// Writes `tensors` as a {name: tensor} dict to `path`, in the same format
+// (one pipeline stage's share of a model, say). Throws actkit::Error if the
+// file cannot be written.
+void save_tensors(const torch::OrderedDict<std::string, at::Tensor>& tensors, const std::string& path);
+
 // The {name: tensor} entries of a torch.save file, in the file's order, as
 // CPU tensors. Reads what Python's torch.save writes for
 // `model.state_dict()` (a collections.OrderedDict; its `_metadata` attribute,

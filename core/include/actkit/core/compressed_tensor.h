@@ -22,6 +22,7 @@ enum class CodecKind : uint8_t {
   kIndex = 3,     // small unsigned integers, 1..8 bits per value
   kDirectQ = 4,   // symmetric max-abs quantization of a pipeline boundary (boundary_codecs.h)
   kTah = 5,       // tile-wise adaptive Hadamard quantization of activations (boundary_codecs.h)
+  kRaw = 6,       // the values themselves, fp32 / fp16 / bf16 (raw_codec.h)
 };
 
 const char* to_string(CodecKind kind);

@@ -34,6 +34,20 @@ struct ModelOptions {
   int64_t patch_size = 16;  // ViT
 };
 
+// One piece of a model cut for pipeline parallelism. Running a model's
+// pieces in order computes what forward() does; a pipeline stage runs a
+// contiguous range of them and sends what the last one returns.
+struct ModelPiece {
+  std::string name;  // "embeddings", "h.3", "head"
+  // Input: token ids (N, T) for the first piece, the previous piece's output
+  // otherwise. Calls the model's current children, so convert() applies.
+  std::function<at::Tensor(const at::Tensor&)> forward;
+  // The names (as in the model's state dict) of the parameters it uses. A
+  // name may belong to two pieces: GPT-2's token embedding is also its
+  // output projection.
+  std::vector<std::string> parameters;
+};
+
 class ZooModel : public ReplaceableModule {
  public:
   ZooModel(const std::string& name, Task task) : ReplaceableModule(name), task_(task) {}
@@ -48,6 +62,9 @@ class ZooModel : public ReplaceableModule {
   // (classification) or against the next token of `input` (language model).
   at::Tensor loss(const at::Tensor& input, const at::Tensor& output, const at::Tensor& labels) const;
   int64_t num_classes() const { return num_classes_; }
+  // The model as a chain of pieces (see ModelPiece). Throws InvalidInput
+  // for a model that cannot be cut (today: every model but GPT-2).
+  virtual std::vector<ModelPiece> pieces();
 
  protected:
   int64_t num_classes_ = 0;

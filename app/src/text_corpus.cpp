@@ -1,0 +1,91 @@
+#include "actkit/app/text_corpus.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "actkit/core/errors.h"
+
+namespace actkit::app {
+namespace {
+
+void append_file(const std::filesystem::path& file, std::vector<uint8_t>& text) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(c10::str("text corpus: cannot read ", file.string()), errno);
+  text.insert(text.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TextCorpus::TextCorpus(const std::string& path, int64_t seq_len, int64_t train_limit) : seq_len_(seq_len) {
+  if (seq_len < 1) throw InvalidInput(c10::str("text corpus: sequence length must be >= 1, got ", seq_len));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      if (e.is_symlink() || !e.is_regular_file() || e.path().extension() == ".dat") continue;
+      files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) append_file(f, text_);
+  } else if (fs::is_regular_file(path, ec)) {
+    append_file(path, text_);
+  }
+  const int64_t examples = text_.size() > size_t(seq_len) ? (int64_t(text_.size()) - 1) / seq_len : 0;
+  if (examples < 2) {
+    throw IoError(c10::str("text corpus: ", path, " holds ", text_.size(), " bytes, fewer than two examples of ",
+                           seq_len + 1, path == kFortunesDir ? " (install Debian's fortunes package)" : ""),
+                  ENOENT);
+  }
+  // 5 %: a few hundred windows of validation text at the default lengths.
+  validation_size_ = std::max<int64_t>(1, examples / 20);
+  validation_first_ = examples - validation_size_;
+  train_size_ = validation_first_;
+  if (train_limit > 0) train_size_ = std::min(train_size_, train_limit);
+}
+
+std::pair<at::Tensor, at::Tensor> TextCorpus::examples(const std::vector<int64_t>& ids) const {
+  const int64_t n = int64_t(ids.size());
+  at::Tensor inputs = at::empty({n, seq_len_}, at::kLong), labels = at::empty({n, seq_len_}, at::kLong);
+  int64_t* in = inputs.data_ptr<int64_t>();
+  int64_t* out = labels.data_ptr<int64_t>();
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t id = ids[size_t(r)];
+    const bool train = id >= 0 && id < train_size_;
+    const bool validation = id >= validation_first_ && id < validation_first_ + validation_size_;
+    if (!train && !validation) throw InvalidInput(c10::str("text corpus: no example ", id));
+    const uint8_t* window = text_.data() + id * seq_len_;
+    for (int64_t t = 0; t < seq_len_; ++t) {
+      in[r * seq_len_ + t] = window[t];
+      out[r * seq_len_ + t] = window[t + 1];
+    }
+  }
+  return {inputs, labels};
+}
+
+int64_t TextCorpus::train_id_at(int64_t position, uint64_t seed) const {
+  if (position < 0) throw InvalidInput("text corpus: negative position");
+  const int64_t epoch = position / train_size_;
+  if (epoch != cached_epoch_ || seed != cached_seed_) {
+    at::Generator gen = at::detail::createCPUGenerator(seed * 7919u + uint64_t(epoch));
+    const at::Tensor perm = at::randperm(train_size_, gen, at::kLong);
+    order_.assign(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + train_size_);
+    cached_epoch_ = epoch;
+    cached_seed_ = seed;
+  }
+  return order_[size_t(position % train_size_)];
+}
+
+int64_t TextCorpus::validation_id(int64_t i) const {
+  if (i < 0 || i >= validation_size_) throw InvalidInput(c10::str("text corpus: no validation example ", i));
+  return validation_first_ + i;
+}
+
+}  // namespace actkit::app

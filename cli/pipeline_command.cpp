@@ -1,0 +1,398 @@
+// `actkit pipeline`: pipeline-parallel training of a GPT-2-style model, one
+// process per stage, with compressed stage boundaries over emulated links.
+//
+// Started plainly, it is the launcher: it picks a port, starts one rank per
+// stage (this program again, with RANK / WORLD_SIZE / MASTER_ADDR /
+// MASTER_PORT set) and waits for them; with --link kernel it first enters a
+// network namespace of its own and shapes its loopback with tc. Started with
+// RANK and WORLD_SIZE set (by the launcher, by torchrun-style tooling, or by
+// hand on several machines), it is that rank.
+#include <fmt/core.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "actkit/app/process.h"
+#include "actkit/app/text_corpus.h"
+#include "actkit/comm/communicator.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/level.h"
+#include "actkit/pipeline/stage_runner.h"
+#include "actkit/pipeline/synthetic_source.h"
+#include "cli_util.h"
+#include "commands.h"
+
+namespace actkit::cli {
+namespace {
+
+struct PipelineArgs {
+  pipeline::PipelineConfig config;
+  std::vector<std::string> argv;  // as given, for the ranks the launcher starts
+  std::string schedule = "1f1b", codec = "fp32", level = "L0", balance = "params";
+  int fw_bits = 4, bw_bits = 8;
+  std::string bandwidth = "unlimited", latency = "0";
+  std::string data = "fortunes", data_path = app::kFortunesDir;
+  int64_t train_limit = 0, steps = 0;
+  double epochs = 0;
+  int64_t validation_batches = 8;
+  std::string init, save, json_path;
+  int port = 0;
+  int timeout_s = 300;
+};
+
+// The training examples of a TextCorpus as the pipeline's micro-batches.
+class CorpusSource : public pipeline::BatchSource {
+ public:
+  CorpusSource(const app::TextCorpus& corpus, int64_t batch, int micro_batches, uint64_t seed, int64_t val_batches)
+      : corpus_(corpus), batch_(batch), micro_batches_(micro_batches), seed_(seed),
+        val_batches_(std::min(val_batches, corpus.validation_size() / batch)) {}
+  pipeline::MicroBatch train_batch(int64_t step, int index) override {
+    std::vector<int64_t> ids;
+    const int64_t first = (step * micro_batches_ + index) * batch_;
+    for (int64_t j = 0; j < batch_; ++j) ids.push_back(corpus_.train_id_at(first + j, seed_));
+    return make(ids);
+  }
+  int64_t validation_batches() const override { return val_batches_; }
+  pipeline::MicroBatch validation_batch(int64_t i) override {
+    std::vector<int64_t> ids;
+    for (int64_t j = 0; j < batch_; ++j) ids.push_back(corpus_.validation_id(i * batch_ + j));
+    return make(ids);
+  }
+
+ private:
+  pipeline::MicroBatch make(const std::vector<int64_t>& ids) const {
+    auto [inputs, labels] = corpus_.examples(ids);
+    return {inputs, labels, ids};
+  }
+  const app::TextCorpus& corpus_;
+  int64_t batch_;
+  int micro_batches_;
+  uint64_t seed_;
+  int64_t val_batches_;
+};
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return 29500;
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Settings parsed once, before any process starts: a typo fails here.
+void finish_config(PipelineArgs& a) {
+  pipeline::PipelineConfig& c = a.config;
+  if (find_model(c.model).task != Task::kLanguageModel) {
+    throw InvalidInput(c10::str("pipeline: ", c.model, " is not a language model (gpt2, gpt2-small)"));
+  }
+  c.model_options.max_positions = std::max(c.model_options.max_positions, c.seq_len);
+  c.schedule = pipeline::parse_schedule(a.schedule);
+  c.forward_codec = pipeline::parse_boundary_codec(a.codec, a.fw_bits);
+  // Compressed activations go with DirectQ gradients (AQ-SGD, TAH-Quant);
+  // fp32 and fp16 send gradients as they send activations.
+  const bool compressed = c.forward_codec.kind == pipeline::BoundaryCodec::kDirectQ ||
+                          c.forward_codec.kind == pipeline::BoundaryCodec::kTah;
+  c.backward_codec = pipeline::parse_boundary_codec(compressed ? "directq" : a.codec, a.bw_bits);
+  c.level = parse_level(a.level);
+  c.balance = pipeline::parse_balance(a.balance);
+  const size_t links = size_t(std::max(c.stages - 1, 0));
+  const auto rates = parse_bandwidth_list(a.bandwidth, links);
+  const auto delays = parse_latency_list(a.latency, links);
+  c.forward_links.clear();
+  c.backward_links.clear();
+  for (size_t i = 0; i < links; ++i) {
+    // Kernel mode: tc shapes the rate; the latency (no netem here) is added in-process.
+    const double rate = c.link_mode == "kernel" ? 0 : rates[i];
+    c.forward_links.push_back({rate, delays[i]});
+    c.backward_links.push_back({rate, delays[i]});
+  }
+  if (c.link_mode == "kernel" && std::adjacent_find(rates.begin(), rates.end(), std::not_equal_to<>()) != rates.end()) {
+    throw InvalidInput("pipeline: --link kernel shapes one loopback, so every link gets the same rate; "
+                       "give one --bandwidth, or use --link process for a rate per link");
+  }
+  if (a.data != "fortunes" && a.data != "synthetic") {
+    throw InvalidInput(c10::str("pipeline: --data ", a.data, ": expected fortunes or synthetic"));
+  }
+  if ((a.steps > 0) == (a.epochs > 0)) throw InvalidInput("pipeline: give exactly one of --steps and --epochs");
+  c.validate();
+}
+
+// One rank: the whole run of one stage.
+int run_rank(PipelineArgs& a) {
+  pipeline::PipelineConfig& c = a.config;
+  GroupConfig g = GroupConfig::from_env();
+  g.timeout = std::chrono::seconds(a.timeout_s);
+  Communicator comm(g);
+  const bool leader = comm.rank() == 0;
+
+  std::unique_ptr<app::TextCorpus> corpus;
+  std::unique_ptr<pipeline::BatchSource> source;
+  int64_t train_examples = 0;
+  if (a.data == "fortunes") {
+    corpus = std::make_unique<app::TextCorpus>(a.data_path, c.seq_len, a.train_limit);
+    train_examples = corpus->train_size();
+    source = std::make_unique<CorpusSource>(*corpus, c.micro_batch_size, c.micro_batches, c.seed,
+                                            a.validation_batches);
+  } else {
+    source = std::make_unique<pipeline::SyntheticSource>(c.micro_batch_size, c.seq_len, c.model_options.vocab_size,
+                                                         c.seed, a.validation_batches);
+  }
+  const int64_t per_step = int64_t(c.micro_batches) * c.micro_batch_size;
+  const int64_t steps =
+      a.steps > 0 ? a.steps
+                  : std::max<int64_t>(1, int64_t(std::ceil(a.epochs * double(train_examples > 0 ? train_examples
+                                                                                                  : per_step) /
+                                                           double(per_step))));
+  pipeline::StageRunner runner(comm, c, *source, a.init);
+  if (leader) {
+    fmt::print("{} stages of {} ({} layers, hidden {}), split at pieces {}; {}, codec {} / {}, level {}, link {} {}\n",
+               c.stages, c.model, c.model_options.layers, c.model_options.hidden, fmt::format("{}", runner.bounds()[1]),
+               pipeline::to_string(c.schedule), c.forward_codec.describe(), c.backward_codec.describe(), c.level.spec,
+               c.link_mode, format_bandwidth(c.link_mode == "kernel" ? parse_bandwidth_list(a.bandwidth, 1)[0]
+                                                                        : c.forward_links.empty() ? 0
+                                                                        : c.forward_links[0].bits_per_second));
+  }
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const double tokens_per_step = double(per_step * c.seq_len);
+  double timed_s = 0, last_loss = 0, loss_window = 0;
+  int64_t timed = 0, window = 0;
+  std::vector<double> losses;
+  for (int64_t step = 0; step < steps; ++step) {
+    const auto r = runner.train_step(step, c.lr);
+    if (step > 0 || steps == 1) {  // the first step pays for warm-up
+      timed_s += r.seconds;
+      ++timed;
+    }
+    last_loss = r.loss;
+    losses.push_back(r.loss);
+    loss_window += r.loss;
+    ++window;
+    if (leader) {
+      const double tps = tokens_per_step / r.seconds;
+      if (tty) {
+        const int filled = int(30 * (step + 1) / steps);
+        fmt::print(stderr, "\rstep {}/{} [{}{}] loss {:.4f} {:.0f} tokens/s", step + 1, steps,
+                   std::string(size_t(filled), '#'), std::string(size_t(30 - filled), '.'), r.loss, tps);
+        if (step + 1 == steps) fmt::print(stderr, "\n");
+      } else if ((step + 1) % std::max<int64_t>(1, steps / 10) == 0 || step + 1 == steps) {
+        fmt::print(stderr, "step {}/{} loss {:.4f} (mean of the last {}) {:.0f} tokens/s\n", step + 1, steps,
+                   loss_window / double(window), window, tps);
+        loss_window = 0;
+        window = 0;
+      }
+    }
+  }
+  const double val_loss = runner.validate();
+  if (!a.save.empty()) runner.save(a.save);
+  const auto [links, stages] = runner.gather_reports();
+  comm.flush();
+  comm.barrier();
+  if (!leader) return 0;
+
+  const double step_s = timed > 0 ? timed_s / double(timed) : 0;
+  const double tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
+  int64_t sent = 0, raw = 0;
+  nlohmann::json jl = nlohmann::json::array();
+  fmt::print("link         direction   bytes sent      fp32 bytes    ratio   wait (s)  wait/step\n");
+  for (const auto& l : links) {
+    sent += l.bytes;
+    raw += l.raw_bytes;
+    fmt::print("{} -> {}       {:9}  {:>12}  {:>14}  {:6.2f}x  {:8.2f}  {:8.1f}%\n", l.from, l.to,
+               l.forward ? "forward" : "backward", l.bytes, l.raw_bytes,
+               l.bytes > 0 ? double(l.raw_bytes) / double(l.bytes) : 0.0, l.wait_seconds,
+               100 * l.wait_seconds / std::max(1e-9, timed_s + step_s));
+    jl.push_back({{"from", l.from},
+                  {"to", l.to},
+                  {"direction", l.forward ? "forward" : "backward"},
+                  {"bytes", l.bytes},
+                  {"fp32_bytes", l.raw_bytes},
+                  {"wait_s", l.wait_seconds},
+                  {"wait_share", l.wait_seconds / std::max(1e-9, timed_s + step_s)}});
+  }
+  nlohmann::json peaks = nlohmann::json::array(), split = nlohmann::json::array();
+  for (const auto& s : stages) {
+    peaks.push_back(s.peak_memory_bytes);
+    split.push_back({{"stage", s.stage}, {"pieces", {s.first_piece, s.end_piece}}, {"parameters", s.parameters}});
+  }
+  const double ratio = sent > 0 ? double(raw) / double(sent) : 1.0;
+  fmt::print("train loss {:.4f}  validation loss {:.4f}  {:.0f} tokens/s  step {:.0f} ms  compression {:.2f}x\n",
+             last_loss, val_loss, tokens_per_s, 1000 * step_s, ratio);
+  if (!a.json_path.empty()) {
+    const double bps = c.link_mode == "kernel" ? parse_bandwidth_list(a.bandwidth, 1)[0]
+                       : c.forward_links.empty() ? 0
+                                                 : c.forward_links[0].bits_per_second;
+    write_json(a.json_path, {{"model", c.model},
+                             {"layers", c.model_options.layers},
+                             {"hidden", c.model_options.hidden},
+                             {"seq_len", c.seq_len},
+                             {"codec", a.codec},
+                             {"forward_codec", c.forward_codec.describe()},
+                             {"backward_codec", c.backward_codec.describe()},
+                             {"fw_bits", c.forward_codec.bits},
+                             {"bw_bits", c.backward_codec.bits},
+                             {"schedule", pipeline::to_string(c.schedule)},
+                             {"stages", c.stages},
+                             {"micro_batches", c.micro_batches},
+                             {"micro_batch_size", c.micro_batch_size},
+                             {"level", c.level.spec},
+                             {"link", c.link_mode},
+                             {"bandwidth_bps", bps},
+                             {"latency_s", c.forward_links.empty() ? 0 : c.forward_links[0].latency_seconds},
+                             {"data", a.data},
+                             {"steps", steps},
+                             {"step_time_s", step_s},
+                             {"tokens_per_s", tokens_per_s},
+                             {"final_train_loss", last_loss},
+                             {"train_losses", losses},
+                             {"val_loss", val_loss},
+                             {"compression_ratio", ratio},
+                             {"links", jl},
+                             {"split", split},
+                             {"peak_memory_bytes", peaks}});
+  }
+  return 0;
+}
+
+// Starts one rank per stage (this program again) and waits for them.
+int launch(PipelineArgs& a) {
+  const pipeline::PipelineConfig& c = a.config;
+  const int port = a.port > 0 ? a.port : free_port();
+  // The stages share this machine's cores.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1u, cores / unsigned(c.stages)));
+  std::vector<app::ProcessSpec> ranks;
+  for (int r = 0; r < c.stages; ++r) {
+    std::vector<std::string> argv{app::self_executable()};
+    argv.insert(argv.end(), a.argv.begin(), a.argv.end());
+    ranks.push_back({argv,
+                     {{"RANK", std::to_string(r)},
+                      {"WORLD_SIZE", std::to_string(c.stages)},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)},
+                      {"OMP_NUM_THREADS", threads}}});
+  }
+  const auto results = app::run_processes(ranks, std::chrono::seconds(a.timeout_s + 5));
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (!results[r].succeeded()) {
+      throw Error(results[r].signal != 0 ? c10::str("pipeline: rank ", r, " was killed by signal ", results[r].signal)
+                                         : c10::str("pipeline: rank ", r, " failed (exit status ",
+                                                    results[r].exit_status, "; its error is above)"));
+    }
+  }
+  return 0;
+}
+
+// --link kernel: the launcher runs again under `unshare -n`, in a network
+// namespace of its own, where it shapes loopback and then starts the ranks.
+int launch_shaped(PipelineArgs& a) {
+  if (std::getenv("ACTKIT_PIPELINE_NETNS") == nullptr) {
+    if (!app::program_in_path("unshare") || !app::program_in_path("tc") || !app::program_in_path("ip")) {
+      throw Error("pipeline: --link kernel needs unshare, ip and tc (util-linux, iproute2); use --link process");
+    }
+    std::vector<std::string> argv{"unshare", "-n", "env", "ACTKIT_PIPELINE_NETNS=1", app::self_executable()};
+    argv.insert(argv.end(), a.argv.begin(), a.argv.end());
+    const auto r = app::run_process(argv);
+    if (!r.succeeded()) throw Error("pipeline: the shaped run failed (see above; unshare -n needs root)");
+    return 0;
+  }
+  const double rate = parse_bandwidth_list(a.bandwidth, 1)[0];
+  std::vector<std::vector<std::string>> setup{{"ip", "link", "set", "lo", "mtu", "1500", "up"}};
+  if (rate > 0) {
+    // tbf: the rate, a 32 KB bucket (a few packets of burst), and a queue
+    // of 50 ms before tbf drops (TCP backs off well before).
+    setup.push_back({"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate",
+                     std::to_string(int64_t(rate / 1000)) + "kbit", "burst", "32kb", "latency", "50ms"});
+  }
+  for (const auto& cmd : setup) {
+    if (!app::run_process(cmd).succeeded()) throw Error("pipeline: cannot shape loopback: " + cmd[0] + " failed");
+  }
+  return launch(a);
+}
+
+}  // namespace
+
+void add_pipeline_command(CLI::App& app) {
+  auto a = std::make_shared<PipelineArgs>();
+  pipeline::PipelineConfig& c = a->config;
+  c.model_options.vocab_size = 256;
+  c.model_options.layers = 4;
+  c.model_options.hidden = 128;
+  c.model_options.heads = 4;
+  c.model_options.dropout = 0.0;
+  c.model_options.max_positions = 1024;
+  c.seq_len = 128;
+  c.micro_batches = 4;
+  c.micro_batch_size = 4;
+  auto* p = app.add_subcommand("pipeline", "Pipeline-parallel training with compressed stage boundaries");
+  p->add_option("--model", c.model, "Zoo language model")->capture_default_str();
+  p->add_option("--layers", c.model_options.layers, "Transformer blocks")->capture_default_str();
+  p->add_option("--hidden", c.model_options.hidden, "Hidden size")->capture_default_str();
+  p->add_option("--heads", c.model_options.heads, "Attention heads")->capture_default_str();
+  p->add_option("--vocab", c.model_options.vocab_size, "Vocabulary (256: bytes)")->capture_default_str();
+  p->add_option("--dropout", c.model_options.dropout, "Dropout")->capture_default_str();
+  p->add_option("--seq-len", c.seq_len, "Tokens per example")->check(CLI::PositiveNumber)->capture_default_str();
+  p->add_option("--stages", c.stages, "Pipeline stages (one process each)")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  p->add_option("--micro-batches", c.micro_batches, "Micro-batches per step")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  p->add_option("--micro-batch-size", c.micro_batch_size, "Examples per micro-batch")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  p->add_option("--schedule", a->schedule, "gpipe or 1f1b")->capture_default_str();
+  p->add_option("--codec", a->codec, "Boundary codec: fp32, fp16, directq or tah")->capture_default_str();
+  p->add_option("--fw-bits", a->fw_bits, "Activation bits (tah: the high-entropy tokens'; the rest get one less)")
+      ->capture_default_str();
+  p->add_option("--bw-bits", a->bw_bits, "Gradient bits (DirectQ) for directq and tah")->capture_default_str();
+  p->add_option("--bandwidth", a->bandwidth, "Link rate, e.g. 100Mbps; one, or one per boundary")
+      ->capture_default_str();
+  p->add_option("--latency", a->latency, "One-way link latency, e.g. 10ms; one, or one per boundary")
+      ->capture_default_str();
+  p->add_option("--link", c.link_mode, "process (paced here) or kernel (tc in a network namespace; root)")
+      ->capture_default_str();
+  p->add_option("--level", a->level, "Activation-compression level inside each stage")->capture_default_str();
+  p->add_option("--balance", a->balance, "Stage split: params or time")->capture_default_str();
+  p->add_option("--data", a->data, "fortunes or synthetic")->capture_default_str();
+  p->add_option("--data-path", a->data_path, "Text file or directory for --data fortunes")->capture_default_str();
+  p->add_option("--train-limit", a->train_limit, "Keep the first N training examples (0 = all)")
+      ->capture_default_str();
+  p->add_option("--validation-batches", a->validation_batches, "Micro-batches of validation at the end")
+      ->capture_default_str();
+  p->add_option("--steps", a->steps, "Training steps");
+  p->add_option("--epochs", a->epochs, "Epochs over the training examples (instead of --steps)");
+  p->add_option("--optimizer", c.optimizer, "adamw or sgd")->capture_default_str();
+  p->add_option("--lr", c.lr, "Learning rate")->capture_default_str();
+  p->add_option("--weight-decay", c.weight_decay, "Weight decay")->capture_default_str();
+  p->add_option("--seed", c.seed, "Seed for weights, data order and rounding")->capture_default_str();
+  p->add_option("--init", a->init, "Checkpoint to start from (a file, or a directory --save wrote)");
+  p->add_option("--save", a->save, "Directory for each stage's parameters at the end");
+  p->add_option("--port", a->port, "Port of the rendezvous (default: a free one)");
+  p->add_option("--timeout", a->timeout_s, "Seconds any rank waits for another before failing")
+      ->capture_default_str();
+  p->add_option("--json", a->json_path, "Write the results as JSON to this file");
+  p->callback([a] {
+    a->argv = command_line();  // the ranks get the arguments this command was given
+    finish_config(*a);
+    if (GroupConfig::in_env()) {
+      run_rank(*a);
+    } else if (a->config.link_mode == "kernel") {
+      launch_shaped(*a);
+    } else {
+      launch(*a);
+    }
+  });
+}
+
+}  // namespace actkit::cli

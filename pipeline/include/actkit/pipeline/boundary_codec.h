@@ -1,0 +1,43 @@
+// What crosses a stage boundary: the activations a stage sends forward and
+// the gradients it sends back, encoded by one of the boundary codecs and
+// serialized in CompressedTensor's checksummed format (docs/formats.md).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace actkit::pipeline {
+
+struct BoundaryCodec {
+  enum Kind { kFp32, kFp16, kDirectQ, kTah } kind = kFp32;
+  // directq: bits per value, 2..8. tah: the high-entropy tokens' bits, 2..8
+  // (the other tokens get one bit less). fp32 / fp16: 0.
+  int bits = 0;
+  bool stochastic = false;   // directq: unbiased stochastic rounding instead of round-to-nearest
+  bool per_channel = false;  // directq: one scale per hidden channel instead of one per tensor
+  int tah_group = 64;        // tah: tile size (the authors' code's default)
+  double tah_high_fraction = 0.8;  // tah: share of tokens at the higher bits
+
+  // "fp32", "fp16", "directq4", "tah4/3", ...
+  std::string describe() const;
+};
+
+// `name`: fp32 | fp16 | directq | tah; `bits` as in BoundaryCodec (ignored
+// for fp32/fp16). Throws InvalidInput naming what is wrong.
+BoundaryCodec parse_boundary_codec(const std::string& name, int bits);
+
+// Encodes `x` (a float tensor) and serializes it. `seed` drives stochastic
+// rounding. Throws InvalidInput for what the codec refuses (NaN/Inf, ...).
+std::vector<uint8_t> encode_boundary(const at::Tensor& x, const BoundaryCodec& codec, uint64_t seed);
+
+// Decodes a payload from a peer to an fp32 tensor, whatever codec wrote it.
+// Throws FormatError whose message starts with `where` (the boundary and
+// step) for bytes that do not parse, fail their checksum, or do not hold
+// `expected_shape` (when it is not empty).
+at::Tensor decode_boundary(const std::vector<uint8_t>& bytes, const std::string& where,
+                           const std::vector<int64_t>& expected_shape = {});
+
+}  // namespace actkit::pipeline

@@ -1,0 +1,47 @@
+// Everything that must be the same on every rank of a pipeline: the model
+// and its split, the schedule, the boundary codecs, the level, the
+// optimizer. Each rank builds it from the same command line; the startup
+// handshake compares facts() across ranks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actkit/comm/link_spec.h"
+#include "actkit/core/level.h"
+#include "actkit/models/zoo.h"
+#include "actkit/pipeline/boundary_codec.h"
+#include "actkit/pipeline/schedule.h"
+#include "actkit/pipeline/stage_split.h"
+
+namespace actkit::pipeline {
+
+struct PipelineConfig {
+  std::string model = "gpt2";
+  ModelOptions model_options;  // vocab_size 256 and max_positions = seq_len for the byte corpus
+  int64_t seq_len = 128;
+  int stages = 2;
+  int micro_batches = 4;
+  int64_t micro_batch_size = 4;
+  Schedule schedule = Schedule::k1F1B;
+  BoundaryCodec forward_codec;   // activations, stage s -> s + 1
+  BoundaryCodec backward_codec;  // gradients, stage s + 1 -> s
+  LevelConfig level;             // activation compression inside each stage
+  BalanceBy balance = BalanceBy::kParameters;
+  std::string optimizer = "adamw";  // "adamw" (the default) or "sgd" (momentum 0.9)
+  double lr = 3e-4;
+  double weight_decay = 0.01;
+  uint64_t seed = 1;
+  // Emulated links, one per boundary (stages - 1 of each; empty: unlimited).
+  std::vector<LinkSpec> forward_links, backward_links;
+  std::string link_mode = "process";  // "process" (paced here) or "kernel" (tc shapes the sockets)
+
+  // Throws InvalidInput naming the first setting out of range.
+  void validate() const;
+  // The settings every rank must agree on, as (name, value) text.
+  std::vector<std::pair<std::string, std::string>> facts() const;
+};
+
+}  // namespace actkit::pipeline

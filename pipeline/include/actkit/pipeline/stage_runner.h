@@ -1,0 +1,118 @@
+// One rank of a pipeline: the pieces of the model it owns, the schedule it
+// runs, the boundaries it encodes and decodes, its optimizer. Every rank
+// constructs one with the same PipelineConfig and calls the same methods in
+// the same order; the messages between them follow from that.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actkit/allocator/tracking_allocator.h"
+#include "actkit/comm/communicator.h"
+#include "actkit/converters/convert.h"
+#include "actkit/pipeline/batch_source.h"
+#include "actkit/pipeline/pipeline_config.h"
+
+namespace actkit::pipeline {
+
+// Message channels between stages.
+enum Channel : int {
+  kActivations = 0,  // stage s -> s + 1
+  kGradients = 1,    // stage s + 1 -> s
+  kTiedGradients = 2,  // between the stages that share a parameter
+  kReports = 3,      // to rank 0: losses and the end-of-run summary
+};
+
+// What rank 0 knows after a step.
+struct StepReport {
+  double loss = 0;        // mean training loss over the step's micro-batches
+  double seconds = 0;     // wall time of the step on this rank
+};
+
+// One directed link's traffic over the whole run.
+struct LinkReport {
+  int from = 0, to = 0;
+  bool forward = true;
+  int64_t bytes = 0;       // sent, size headers included
+  double wait_seconds = 0;  // the receiver's time blocked on it
+  int64_t raw_bytes = 0;    // what fp32 would have sent for the same tensors
+};
+
+struct StageSummary {
+  int stage = 0;
+  int first_piece = 0, end_piece = 0;
+  int64_t parameters = 0;
+  int64_t peak_memory_bytes = 0;
+};
+
+class StageRunner {
+ public:
+  // Builds the model (seeded with config.seed, so every rank has the same
+  // initial weights), loads `init` if given (a state-dict file, or a
+  // directory of them written by save()), converts it to the level, keeps
+  // this rank's pieces and their parameters, and checks with the other
+  // ranks that the configuration agrees. Throws InvalidInput for a bad
+  // config, CommError when the ranks disagree or one is missing,
+  // FormatError for an unreadable checkpoint.
+  StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init = "");
+  ~StageRunner();
+
+  int stage() const { return stage_; }
+  bool first() const { return stage_ == 0; }
+  bool last() const { return stage_ == config_.stages - 1; }
+  const std::vector<int>& bounds() const { return bounds_; }
+  const std::vector<ModelPiece>& pieces() const { return pieces_; }
+
+  // One training step at learning rate `lr`: the schedule's forwards and
+  // backwards over config.micro_batches micro-batches, the shared-parameter
+  // gradient exchange, the optimizer step. On rank 0 the report carries the
+  // step's loss (sent by the last stage).
+  StepReport train_step(int64_t step, double lr);
+
+  // Mean loss over the source's validation batches (forward only, through
+  // the same boundary codec); the value on rank 0, 0 elsewhere.
+  double validate();
+
+  // Writes this stage's parameters to `dir`/stage<s>.pt (torch.save
+  // format, full parameter names). Throws Error if it cannot be written.
+  void save(const std::string& dir) const;
+
+  // This stage's parameters by full name (what save() writes).
+  torch::OrderedDict<std::string, at::Tensor> named_parameters() const;
+
+  // Traffic on the links this rank sends on, and this rank's summary.
+  std::vector<LinkReport> link_reports() const;
+  StageSummary summary() const;
+
+  // Collects every rank's link reports and summary on rank 0 (a no-op
+  // returning empty lists elsewhere). Every rank must call it.
+  std::pair<std::vector<LinkReport>, std::vector<StageSummary>> gather_reports();
+
+ private:
+  at::Tensor run_pieces(const at::Tensor& input);
+  void exchange_tied_gradients(int64_t step);
+  uint64_t rounding_seed(int64_t step, int micro_batch, int direction) const;
+  std::string boundary(int from, int to) const;
+
+  Communicator& comm_;
+  PipelineConfig config_;
+  BatchSource& data_;
+  int stage_ = 0;
+  std::shared_ptr<ZooModel> model_;
+  ConvertResult converted_;
+  std::vector<ModelPiece> all_pieces_;
+  std::vector<ModelPiece> pieces_;  // this stage's
+  std::vector<int> bounds_;
+  std::vector<std::string> param_names_;
+  std::vector<at::Tensor> params_;
+  // name -> the stages that use it, for names shared by more than one
+  std::vector<std::pair<std::string, std::vector<int>>> shared_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  ScopedCpuTracking memory_;
+  int64_t raw_forward_bytes_ = 0, raw_backward_bytes_ = 0;
+};
+
+}  // namespace actkit::pipeline

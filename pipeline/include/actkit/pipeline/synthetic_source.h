@@ -1,0 +1,26 @@
+// Random token sequences: the `--data synthetic` source and the tests'.
+// Each micro-batch is drawn from its own generator seeded by (seed, step,
+// index), so every process draws the same one without talking.
+#pragma once
+
+#include "actkit/pipeline/batch_source.h"
+
+namespace actkit::pipeline {
+
+class SyntheticSource : public BatchSource {
+ public:
+  // Micro-batches of `batch` sequences of `seq_len` tokens below `vocab`;
+  // `validation` validation batches. Throws InvalidInput for sizes < 1.
+  SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation = 2);
+  MicroBatch train_batch(int64_t step, int index) override;
+  int64_t validation_batches() const override { return validation_; }
+  MicroBatch validation_batch(int64_t i) override;
+
+ private:
+  MicroBatch draw(uint64_t seed, int64_t first_id) const;
+  int64_t batch_, seq_len_, vocab_;
+  uint64_t seed_;
+  int64_t validation_;
+};
+
+}  // namespace actkit::pipeline

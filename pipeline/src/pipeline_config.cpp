@@ -1,0 +1,60 @@
+#include "actkit/pipeline/pipeline_config.h"
+
+#include <c10/util/StringUtil.h>
+
+#include "actkit/core/errors.h"
+
+namespace actkit::pipeline {
+
+void PipelineConfig::validate() const {
+  if (stages < 1) throw InvalidInput(c10::str("stages must be >= 1, got ", stages));
+  if (micro_batches < 1) throw InvalidInput(c10::str("micro-batches must be >= 1, got ", micro_batches));
+  if (micro_batch_size < 1) throw InvalidInput(c10::str("micro-batch size must be >= 1, got ", micro_batch_size));
+  if (seq_len < 1 || seq_len > model_options.max_positions) {
+    throw InvalidInput(c10::str("sequence length ", seq_len, " outside 1..", model_options.max_positions));
+  }
+  if (!(lr > 0)) throw InvalidInput(c10::str("learning rate must be > 0, got ", lr));
+  if (weight_decay < 0) throw InvalidInput("weight decay must be >= 0");
+  if (optimizer != "adamw" && optimizer != "sgd") {
+    throw InvalidInput(c10::str("optimizer '", optimizer, "': expected adamw or sgd"));
+  }
+  const size_t links = size_t(stages - 1);
+  if ((!forward_links.empty() && forward_links.size() != links) ||
+      (!backward_links.empty() && backward_links.size() != links)) {
+    throw InvalidInput(c10::str("give one link per boundary: ", links, " for ", stages, " stages"));
+  }
+  if (link_mode != "process" && link_mode != "kernel") {
+    throw InvalidInput(c10::str("link mode '", link_mode, "': expected process or kernel"));
+  }
+  if (forward_codec.kind == BoundaryCodec::kTah && model_options.hidden % forward_codec.tah_group != 0) {
+    throw InvalidInput(c10::str("tah: the hidden size ", model_options.hidden, " is not a multiple of the tile size ",
+                                forward_codec.tah_group));
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
+  const ModelOptions& o = model_options;
+  auto links_text = [](const std::vector<LinkSpec>& links) {
+    std::string s;
+    for (const auto& l : links) s += c10::str(l.bits_per_second, "/", l.latency_seconds, ";");
+    return s;
+  };
+  return {
+      {"model", model},
+      {"shape", c10::str("layers=", o.layers, " hidden=", o.hidden, " heads=", o.heads, " vocab=", o.vocab_size,
+                         " positions=", o.max_positions, " dropout=", o.dropout)},
+      {"seq_len", std::to_string(seq_len)},
+      {"stages", std::to_string(stages)},
+      {"micro_batches", c10::str(micro_batches, "x", micro_batch_size)},
+      {"schedule", to_string(schedule)},
+      {"forward_codec", forward_codec.describe()},
+      {"backward_codec", backward_codec.describe()},
+      {"level", level.spec},
+      {"balance", balance == BalanceBy::kTime ? "time" : "params"},
+      {"optimizer", c10::str(optimizer, " lr=", lr, " wd=", weight_decay)},
+      {"seed", std::to_string(seed)},
+      {"links", links_text(forward_links) + "|" + links_text(backward_links) + "|" + link_mode},
+  };
+}
+
+}  // namespace actkit::pipeline

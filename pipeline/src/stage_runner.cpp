@@ -1,0 +1,413 @@
+#include "actkit/pipeline/stage_runner.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "actkit/converters/state_dict.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/raw_codec.h"
+
+namespace actkit::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint8_t> bytes_of(const std::vector<double>& values) {
+  std::vector<uint8_t> b(values.size() * sizeof(double));
+  if (!b.empty()) std::memcpy(b.data(), values.data(), b.size());
+  return b;
+}
+
+std::vector<double> doubles_of(const std::vector<uint8_t>& bytes, const std::string& what, int peer) {
+  if (bytes.size() % sizeof(double) != 0) {
+    throw CommError(c10::str(what, " from rank ", peer, ": ", bytes.size(), " bytes is not a list of numbers"), peer);
+  }
+  std::vector<double> v(bytes.size() / sizeof(double));
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+// Every tensor of a checkpoint: one state-dict file, or every .pt file of a
+// directory written by StageRunner::save (any number of stages).
+std::map<std::string, at::Tensor> read_checkpoint(const std::string& path) {
+  std::map<std::string, at::Tensor> tensors;
+  std::vector<std::string> files;
+  if (std::filesystem::is_directory(path)) {
+    for (const auto& e : std::filesystem::directory_iterator(path)) {
+      if (e.path().extension() == ".pt") files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw FormatError(c10::str("checkpoint ", path, ": the directory holds no .pt files"));
+  } else {
+    files.push_back(path);
+  }
+  for (const auto& f : files) {
+    for (const auto& item : read_state_dict(f)) tensors[item.key()] = item.value();
+  }
+  return tensors;
+}
+
+int64_t numel_of(const std::vector<std::string>& names, const torch::OrderedDict<std::string, at::Tensor>& params) {
+  int64_t n = 0;
+  for (const auto& name : names) {
+    if (const at::Tensor* p = params.find(name)) n += p->numel();
+  }
+  return n;
+}
+
+}  // namespace
+
+StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init)
+    : comm_(comm), config_(config), data_(data) {
+  config_.validate();
+  if (comm.world_size() != config_.stages) {
+    throw InvalidInput(c10::str("pipeline of ", config_.stages, " stages on a group of ", comm.world_size(),
+                                " ranks: one rank per stage"));
+  }
+  stage_ = comm.rank();
+  at::manual_seed(int64_t(config_.seed));  // the same initial weights on every rank
+  model_ = make_model(config_.model, config_.model_options);
+  all_pieces_ = model_->pieces();
+  const auto named = model_->named_parameters();
+
+  // The split: parameter counts are the same everywhere; measured times are
+  // rank 0's, sent to the others.
+  std::vector<double> costs;
+  for (const auto& piece : all_pieces_) costs.push_back(double(numel_of(piece.parameters, named)));
+  if (config_.balance == BalanceBy::kTime) {
+    if (stage_ == 0) {
+      torch::NoGradGuard no_grad;
+      at::Tensor x = at::randint(0, config_.model_options.vocab_size, {config_.micro_batch_size, config_.seq_len},
+                                 at::kLong);
+      for (size_t i = 0; i < all_pieces_.size(); ++i) {
+        all_pieces_[i].forward(x);  // warm-up
+        const auto t0 = Clock::now();
+        at::Tensor y = all_pieces_[i].forward(x);
+        costs[i] = std::chrono::duration<double>(Clock::now() - t0).count();
+        x = y;
+      }
+      for (int r = 1; r < config_.stages; ++r) comm_.send(r, kReports, bytes_of(costs));
+    } else {
+      comm_.expect(0, kReports);
+      costs = doubles_of(comm_.recv(0, kReports, "the measured piece times"), "the measured piece times", 0);
+      if (costs.size() != all_pieces_.size()) throw CommError("rank 0 measured a different model", 0);
+    }
+  }
+  bounds_ = balance_stages(costs, config_.stages);
+  pieces_.assign(all_pieces_.begin() + bounds_[stage_], all_pieces_.begin() + bounds_[stage_ + 1]);
+
+  // This stage's parameters, and those it shares with another stage.
+  std::set<std::string> mine;
+  for (const auto& piece : pieces_) {
+    for (const auto& name : piece.parameters) {
+      if (mine.insert(name).second) param_names_.push_back(name);
+    }
+  }
+  std::map<std::string, std::vector<int>> users;
+  for (int s = 0; s < config_.stages; ++s) {
+    std::set<std::string> seen;
+    for (int i = bounds_[s]; i < bounds_[s + 1]; ++i) {
+      for (const auto& name : all_pieces_[size_t(i)].parameters) {
+        if (seen.insert(name).second) users[name].push_back(s);
+      }
+    }
+  }
+  for (const auto& name : param_names_) {
+    if (users[name].size() > 1) shared_.push_back({name, users[name]});
+  }
+
+  if (!init.empty()) {
+    const auto tensors = read_checkpoint(init);
+    torch::NoGradGuard no_grad;
+    for (const auto& name : param_names_) {
+      const auto it = tensors.find(name);
+      if (it == tensors.end()) throw FormatError(c10::str("checkpoint ", init, " has no tensor ", name));
+      at::Tensor p = named[name];
+      if (it->second.sizes() != p.sizes()) {
+        throw FormatError(c10::str("checkpoint ", init, ": ", name, " has shape ", it->second.sizes(), ", the model ",
+                                   p.sizes()));
+      }
+      p.copy_(it->second);
+    }
+  }
+  converted_ = convert(*model_, config_.level, config_.seed);
+  model_->train();
+  // Other stages' parameters take no memory here.
+  for (const auto& item : model_->named_parameters()) {
+    if (mine.count(item.key()) == 0) item.value().set_data(at::empty({0}, item.value().options()));
+  }
+  for (const auto& name : param_names_) params_.push_back(model_->named_parameters()[name]);
+  if (config_.optimizer == "sgd") {
+    optimizer_ = std::make_unique<torch::optim::SGD>(
+        params_, torch::optim::SGDOptions(config_.lr).momentum(0.9).weight_decay(config_.weight_decay));
+  } else {
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        params_, torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay));
+  }
+  at::manual_seed(int64_t(config_.seed) + 1000 * (stage_ + 1));  // each stage's own dropout stream
+
+  if (!last() && !config_.forward_links.empty()) comm_.set_link(stage_ + 1, config_.forward_links[size_t(stage_)]);
+  if (!first() && !config_.backward_links.empty()) {
+    comm_.set_link(stage_ - 1, config_.backward_links[size_t(stage_ - 1)]);
+  }
+  auto facts = config_.facts();
+  facts.push_back({"split", c10::str(c10::Join(",", bounds_))});
+  comm_.handshake(facts);
+  memory_.tracker().reset_peak();
+}
+
+StageRunner::~StageRunner() = default;
+
+std::string StageRunner::boundary(int from, int to) const { return c10::str("boundary ", from, "->", to); }
+
+uint64_t StageRunner::rounding_seed(int64_t step, int micro_batch, int direction) const {
+  // Distinct for every message of the run; the same on a re-run.
+  return config_.seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) << 24) ^ (uint64_t(micro_batch) << 8) ^
+         (uint64_t(stage_) << 2) ^ uint64_t(direction);
+}
+
+at::Tensor StageRunner::run_pieces(const at::Tensor& input) {
+  at::Tensor x = input;
+  for (const auto& piece : pieces_) x = piece.forward(x);
+  return x;
+}
+
+StepReport StageRunner::train_step(int64_t step, double lr) {
+  const auto t0 = Clock::now();
+  const int m_count = config_.micro_batches;
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  if (!first()) comm_.expect(stage_ - 1, kActivations, m_count);
+  if (!last()) comm_.expect(stage_ + 1, kGradients, m_count);
+  if (first() && !last()) comm_.expect(config_.stages - 1, kReports);
+  converted_.controller->reset_gradients(params_);
+
+  const std::vector<int64_t> boundary_shape{config_.micro_batch_size, config_.seq_len,
+                                            config_.model_options.hidden};
+  std::vector<at::Tensor> inputs(static_cast<size_t>(m_count)), outputs(static_cast<size_t>(m_count));
+  double loss_sum = 0;
+  for (const StageOp& op : stage_ops(config_.schedule, stage_, config_.stages, m_count)) {
+    const int m = op.micro_batch;
+    const std::string which = c10::str("micro-batch ", m, ", step ", step);
+    if (op.kind == StageOp::kForward) {
+      at::Tensor x;
+      if (first()) {
+        x = data_.train_batch(step, m).inputs;
+      } else {
+        const auto bytes = comm_.recv(stage_ - 1, kActivations, "activations of " + which);
+        x = decode_boundary(bytes, boundary(stage_ - 1, stage_) + " (activations of " + which + ")", boundary_shape);
+        x.requires_grad_(true);
+      }
+      at::Tensor y = run_pieces(x);
+      if (last()) {
+        const at::Tensor labels = data_.train_batch(step, m).labels;
+        y = fused_cross_entropy(y.reshape({-1, y.size(-1)}), labels.reshape({-1})) / double(m_count);
+        loss_sum += y.item<double>();
+      } else {
+        raw_forward_bytes_ += y.numel() * int64_t(sizeof(float)) + 8;
+        comm_.send(stage_ + 1, kActivations,
+                   encode_boundary(y.detach(), config_.forward_codec, rounding_seed(step, m, 0)));
+      }
+      inputs[size_t(m)] = x;
+      outputs[size_t(m)] = y;
+    } else {
+      if (last()) {
+        outputs[size_t(m)].backward();
+      } else {
+        const auto bytes = comm_.recv(stage_ + 1, kGradients, "gradients of " + which);
+        const at::Tensor g = decode_boundary(bytes, boundary(stage_ + 1, stage_) + " (gradients of " + which + ")",
+                                             outputs[size_t(m)].sizes().vec());
+        outputs[size_t(m)].backward(g);
+      }
+      if (!first()) {
+        const at::Tensor g = inputs[size_t(m)].grad();
+        raw_backward_bytes_ += g.numel() * int64_t(sizeof(float)) + 8;
+        comm_.send(stage_ - 1, kGradients, encode_boundary(g, config_.backward_codec, rounding_seed(step, m, 1)));
+      }
+      inputs[size_t(m)] = at::Tensor();  // this micro-batch's activations are done with
+      outputs[size_t(m)] = at::Tensor();
+    }
+  }
+  exchange_tied_gradients(step);
+  optimizer_->step();
+  converted_.controller->step();
+
+  StepReport report;
+  if (last() && !first()) {
+    comm_.send(0, kReports, bytes_of({loss_sum}));
+  } else if (first() && !last()) {
+    const auto v = doubles_of(comm_.recv(config_.stages - 1, kReports, c10::str("the loss of step ", step)),
+                              "the loss", config_.stages - 1);
+    if (v.size() != 1) throw CommError("the last stage sent a malformed loss", config_.stages - 1);
+    loss_sum = v[0];
+  }
+  report.loss = loss_sum;
+  report.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return report;
+}
+
+void StageRunner::exchange_tied_gradients(int64_t step) {
+  if (shared_.empty()) return;
+  const auto named = model_->named_parameters();
+  for (const auto& [name, owners] : shared_) {
+    for (int o : owners) {
+      if (o != stage_) comm_.expect(o, kTiedGradients);
+    }
+  }
+  for (const auto& [name, owners] : shared_) {
+    at::Tensor p = named[name];
+    at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
+    for (int o : owners) {
+      if (o != stage_) comm_.send(o, kTiedGradients, encode_raw(g, at::kFloat).serialize());
+    }
+  }
+  for (const auto& [name, owners] : shared_) {
+    at::Tensor p = named[name];
+    at::Tensor own = p.grad().defined() ? p.grad() : at::zeros_like(p);
+    // Summed in stage order on every owner, so all of them step with the
+    // same bits.
+    at::Tensor total;
+    for (int o : owners) {
+      at::Tensor g = own;
+      if (o != stage_) {
+        const std::string what = c10::str("the gradient of ", name, " in step ", step);
+        g = decode_boundary(comm_.recv(o, kTiedGradients, what), c10::str("stage ", o, "->", stage_, " (", what, ")"),
+                            p.sizes().vec());
+      }
+      total = total.defined() ? total + g : g.clone();
+    }
+    p.mutable_grad() = total;
+  }
+}
+
+double StageRunner::validate() {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  const int64_t n = data_.validation_batches();
+  if (!first()) comm_.expect(stage_ - 1, kActivations, int(n));
+  if (first() && !last()) comm_.expect(config_.stages - 1, kReports);
+  const std::vector<int64_t> boundary_shape{config_.micro_batch_size, config_.seq_len,
+                                            config_.model_options.hidden};
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string which = c10::str("validation batch ", i);
+    at::Tensor x;
+    if (first()) {
+      x = data_.validation_batch(i).inputs;
+    } else {
+      x = decode_boundary(comm_.recv(stage_ - 1, kActivations, "activations of " + which),
+                          boundary(stage_ - 1, stage_) + " (activations of " + which + ")", boundary_shape);
+    }
+    at::Tensor y = run_pieces(x);
+    if (last()) {
+      const at::Tensor labels = data_.validation_batch(i).labels;
+      sum += fused_cross_entropy(y.reshape({-1, y.size(-1)}), labels.reshape({-1})).item<double>();
+    } else {
+      comm_.send(stage_ + 1, kActivations, encode_boundary(y, config_.forward_codec, rounding_seed(-1 - i, 0, 0)));
+    }
+  }
+  model_->train();
+  double mean = n > 0 ? sum / double(n) : 0;
+  if (last() && !first()) {
+    comm_.send(0, kReports, bytes_of({mean}));
+    mean = 0;
+  } else if (first() && !last()) {
+    const auto v = doubles_of(comm_.recv(config_.stages - 1, kReports, "the validation loss"), "the validation loss",
+                              config_.stages - 1);
+    if (v.size() != 1) throw CommError("the last stage sent a malformed validation loss", config_.stages - 1);
+    mean = v[0];
+  }
+  return mean;
+}
+
+torch::OrderedDict<std::string, at::Tensor> StageRunner::named_parameters() const {
+  torch::OrderedDict<std::string, at::Tensor> out;
+  for (size_t i = 0; i < param_names_.size(); ++i) out.insert(param_names_[i], params_[i]);
+  return out;
+}
+
+void StageRunner::save(const std::string& dir) const {
+  std::filesystem::create_directories(dir);
+  save_tensors(named_parameters(), c10::str(dir, "/stage", stage_, ".pt"));
+}
+
+std::vector<LinkReport> StageRunner::link_reports() const {
+  std::vector<LinkReport> links;
+  if (!last()) {
+    const ChannelStats s = comm_.sent_stats(stage_ + 1, kActivations);
+    links.push_back({stage_, stage_ + 1, true, s.bytes, 0, raw_forward_bytes_});
+  }
+  if (!first()) {
+    const ChannelStats s = comm_.sent_stats(stage_ - 1, kGradients);
+    links.push_back({stage_, stage_ - 1, false, s.bytes, 0, raw_backward_bytes_});
+    // The wait on the link into this stage is this stage's to report.
+    links.push_back({stage_ - 1, stage_, true, 0, comm_.received_stats(stage_ - 1, kActivations).wait_seconds, 0});
+  }
+  if (!last()) {
+    links.push_back({stage_ + 1, stage_, false, 0, comm_.received_stats(stage_ + 1, kGradients).wait_seconds, 0});
+  }
+  return links;
+}
+
+StageSummary StageRunner::summary() const {
+  StageSummary s;
+  s.stage = stage_;
+  s.first_piece = bounds_[stage_];
+  s.end_piece = bounds_[stage_ + 1];
+  for (const auto& p : params_) s.parameters += p.numel();
+  s.peak_memory_bytes = memory_.tracker().peak_bytes();
+  return s;
+}
+
+std::pair<std::vector<LinkReport>, std::vector<StageSummary>> StageRunner::gather_reports() {
+  auto encode = [](const std::vector<LinkReport>& links, const StageSummary& s) {
+    std::vector<double> v{double(s.stage), double(s.first_piece), double(s.end_piece), double(s.parameters),
+                          double(s.peak_memory_bytes)};
+    for (const auto& l : links) {
+      v.insert(v.end(), {double(l.from), double(l.to), l.forward ? 1.0 : 0.0, double(l.bytes), l.wait_seconds,
+                         double(l.raw_bytes)});
+    }
+    return v;
+  };
+  if (stage_ != 0) {
+    comm_.send(0, kReports, bytes_of(encode(link_reports(), summary())));
+    comm_.flush();
+    return {};
+  }
+  std::vector<StageSummary> stages{summary()};
+  std::map<std::tuple<int, int, bool>, LinkReport> merged;
+  auto merge = [&](const LinkReport& l) {
+    LinkReport& m = merged[{l.from, l.to, l.forward}];
+    m.from = l.from;
+    m.to = l.to;
+    m.forward = l.forward;
+    m.bytes += l.bytes;
+    m.wait_seconds += l.wait_seconds;
+    m.raw_bytes += l.raw_bytes;
+  };
+  for (const auto& l : link_reports()) merge(l);
+  for (int r = 1; r < config_.stages; ++r) comm_.expect(r, kReports);
+  for (int r = 1; r < config_.stages; ++r) {
+    const auto v = doubles_of(comm_.recv(r, kReports, "the end-of-run report"), "the end-of-run report", r);
+    if (v.size() < 5 || (v.size() - 5) % 6 != 0) throw CommError("a malformed end-of-run report", r);
+    stages.push_back({int(v[0]), int(v[1]), int(v[2]), int64_t(v[3]), int64_t(v[4])});
+    for (size_t i = 5; i < v.size(); i += 6) {
+      merge({int(v[i]), int(v[i + 1]), v[i + 2] != 0, int64_t(v[i + 3]), v[i + 4], int64_t(v[i + 5])});
+    }
+  }
+  std::vector<LinkReport> links;
+  for (const auto& [key, l] : merged) links.push_back(l);
+  std::sort(links.begin(), links.end(), [](const LinkReport& a, const LinkReport& b) {
+    return std::make_tuple(!a.forward, std::min(a.from, a.to)) < std::make_tuple(!b.forward, std::min(b.from, b.to));
+  });
+  return {links, stages};
+}
+
+}  // namespace actkit::pipeline

@@ -1,0 +1,38 @@
+#include "actkit/pipeline/synthetic_source.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/StringUtil.h>
+
+#include "actkit/core/errors.h"
+
+namespace actkit::pipeline {
+
+SyntheticSource::SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation)
+    : batch_(batch), seq_len_(seq_len), vocab_(vocab), seed_(seed), validation_(validation) {
+  if (batch < 1 || seq_len < 1 || vocab < 2 || validation < 0) {
+    throw InvalidInput(c10::str("synthetic data: batch ", batch, ", length ", seq_len, ", vocabulary ", vocab));
+  }
+}
+
+MicroBatch SyntheticSource::draw(uint64_t seed, int64_t first_id) const {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const at::Tensor seq = at::randint(0, vocab_, {batch_, seq_len_ + 1}, gen, at::kLong);
+  MicroBatch mb;
+  mb.inputs = seq.narrow(1, 0, seq_len_).contiguous();
+  mb.labels = seq.narrow(1, 1, seq_len_).contiguous();
+  for (int64_t i = 0; i < batch_; ++i) mb.example_ids.push_back(first_id + i);
+  return mb;
+}
+
+MicroBatch SyntheticSource::train_batch(int64_t step, int index) {
+  const uint64_t s = seed_ * 1000003u + uint64_t(step) * 4099u + uint64_t(index);
+  return draw(s, (step * 1024 + index) * batch_);
+}
+
+MicroBatch SyntheticSource::validation_batch(int64_t i) {
+  if (i < 0 || i >= validation_) throw InvalidInput(c10::str("validation batch ", i, " of ", validation_));
+  return draw(~seed_ - uint64_t(i), -1 - i * batch_);
+}
+
+}  // namespace actkit::pipeline

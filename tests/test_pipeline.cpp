@@ -1,0 +1,248 @@
+// pipeline/: schedules, the stage split, boundary payloads, and whole
+// pipelines of 2 and 4 real processes against one process training the
+// same model on the same micro-batches.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "actkit/app/process.h"
+#include "actkit/converters/state_dict.h"
+#include "actkit/core/errors.h"
+#include "actkit/pipeline/boundary_codec.h"
+#include "actkit/pipeline/schedule.h"
+#include "actkit/pipeline/stage_split.h"
+#include "actkit/pipeline/synthetic_source.h"
+#include "pipeline_test_model.h"
+
+namespace actkit {
+namespace {
+
+using pipeline::Schedule;
+using pipeline::StageOp;
+
+TEST(PipelineSchedule, EveryMicroBatchOnceForwardThenBackward) {
+  for (Schedule s : {Schedule::kGPipe, Schedule::k1F1B}) {
+    for (int stages : {1, 2, 4}) {
+      for (int m : {1, 3, 8}) {
+        for (int stage = 0; stage < stages; ++stage) {
+          const auto ops = pipeline::stage_ops(s, stage, stages, m);
+          ASSERT_EQ(ops.size(), size_t(2 * m));
+          std::vector<int> forward_at(m, -1), backward_at(m, -1);
+          for (size_t i = 0; i < ops.size(); ++i) {
+            auto& at = ops[i].kind == StageOp::kForward ? forward_at : backward_at;
+            ASSERT_EQ(at[ops[i].micro_batch], -1);
+            at[ops[i].micro_batch] = int(i);
+          }
+          for (int j = 0; j < m; ++j) {
+            EXPECT_LT(forward_at[j], backward_at[j]);
+            if (j > 0) EXPECT_LT(backward_at[j - 1], backward_at[j]);  // gradients leave in order
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PipelineSchedule, OneFOneBHoldsAtMostStagesMicroBatches) {
+  const int stages = 4, m = 8;
+  for (int stage = 0; stage < stages; ++stage) {
+    EXPECT_EQ(pipeline::peak_in_flight(pipeline::stage_ops(Schedule::kGPipe, stage, stages, m)), m);
+    EXPECT_EQ(pipeline::peak_in_flight(pipeline::stage_ops(Schedule::k1F1B, stage, stages, m)), stages - stage);
+  }
+  EXPECT_THROW(pipeline::stage_ops(Schedule::k1F1B, 4, 4, 8), InvalidInput);
+  EXPECT_THROW(pipeline::parse_schedule("interleaved"), InvalidInput);
+  EXPECT_EQ(pipeline::parse_schedule("1F1B"), Schedule::k1F1B);
+}
+
+TEST(StageSplit, MinimizesTheLargestStage) {
+  // embeddings, 6 equal blocks, a head: the blocks are spread so that no
+  // stage carries more than it must.
+  const std::vector<double> costs{5, 4, 4, 4, 4, 4, 4, 1};
+  EXPECT_EQ(pipeline::balance_stages(costs, 1), (std::vector<int>{0, 8}));
+  const auto two = pipeline::balance_stages(costs, 2);
+  EXPECT_EQ(two, (std::vector<int>{0, 4, 8}));  // 17 | 13
+  const auto four = pipeline::balance_stages(costs, 4);
+  double worst = 0;
+  for (int s = 0; s < 4; ++s) {
+    double sum = 0;
+    for (int i = four[s]; i < four[s + 1]; ++i) sum += costs[i];
+    EXPECT_GT(four[s + 1], four[s]);
+    worst = std::max(worst, sum);
+  }
+  EXPECT_EQ(worst, 9);  // 5+4 | 4+4 | 4+4 | 4+1
+  EXPECT_THROW(pipeline::balance_stages(costs, 9), InvalidInput);
+  EXPECT_THROW(pipeline::balance_stages({1, -1}, 1), InvalidInput);
+}
+
+TEST(ModelPieces, ChainComputesTheModelsForward) {
+  const auto c = test_pipeline_config(1);
+  torch::manual_seed(1);
+  auto model = make_model("gpt2", c.model_options);
+  model->eval();
+  const at::Tensor tokens = at::randint(0, 256, {2, 16}, at::kLong);
+  at::Tensor x = tokens;
+  for (const auto& piece : model->pieces()) x = piece.forward(x);
+  EXPECT_TRUE(at::equal(x, model->forward(tokens)));
+  const auto pieces = model->pieces();
+  EXPECT_EQ(pieces.front().name, "embeddings");
+  EXPECT_EQ(pieces.back().name, "head");
+  EXPECT_EQ(pieces.size(), size_t(c.model_options.layers + 2));
+  EXPECT_THROW(make_model("resnet18")->pieces(), InvalidInput);
+}
+
+TEST(BoundaryPayload, RoundTripsAndNamesTheBoundaryWhenCorrupt) {
+  const at::Tensor x = at::randn({2, 16, 64});
+  for (const auto& [name, bits] : std::vector<std::pair<std::string, int>>{{"fp32", 0}, {"fp16", 0}, {"directq", 4}, {"tah", 4}}) {
+    const auto codec = pipeline::parse_boundary_codec(name, bits);
+    auto bytes = pipeline::encode_boundary(x, codec, 5);
+    const at::Tensor y = pipeline::decode_boundary(bytes, "boundary 0->1", {2, 16, 64});
+    EXPECT_EQ(y.sizes(), x.sizes()) << name;
+    if (name == "fp32") EXPECT_TRUE(at::equal(x, y));
+    if (name == "fp16") EXPECT_TRUE(at::allclose(x, y, 1e-3, 1e-3));
+    bytes[bytes.size() / 2] ^= 0x10;
+    try {
+      pipeline::decode_boundary(bytes, "boundary 0->1 (activations of micro-batch 2, step 3)");
+      ADD_FAILURE() << name << ": a corrupt payload decoded";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("boundary 0->1 (activations of micro-batch 2, step 3)"), std::string::npos);
+    }
+    bytes.resize(bytes.size() / 3);
+    EXPECT_THROW(pipeline::decode_boundary(bytes, "b"), FormatError) << name;
+  }
+  // A payload of another shape than the boundary carries.
+  const auto bytes = pipeline::encode_boundary(x, pipeline::parse_boundary_codec("fp32", 0), 0);
+  EXPECT_THROW(pipeline::decode_boundary(bytes, "b", {2, 16, 32}), FormatError);
+  EXPECT_THROW(pipeline::parse_boundary_codec("directq", 1), InvalidInput);
+  EXPECT_THROW(pipeline::parse_boundary_codec("zip", 4), InvalidInput);
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Runs a pipeline of `stages` processes; returns the directory they saved to.
+std::string run_pipeline(int stages, const std::string& schedule, const std::string& codec, int fw, int bw,
+                         int steps) {
+  const std::string out = ::testing::TempDir() + "actkit_pipeline_" + std::to_string(::getpid()) + "_" +
+                          std::to_string(stages) + schedule + codec;
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(out);
+  const int port = free_port();
+  std::vector<app::ProcessSpec> specs;
+  for (int r = 0; r < stages; ++r) {
+    specs.push_back({{ACTKIT_PIPELINE_PEER, schedule, codec, std::to_string(fw), std::to_string(bw),
+                      std::to_string(steps), out},
+                     {{"RANK", std::to_string(r)},
+                      {"WORLD_SIZE", std::to_string(stages)},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)},
+                      {"ACTKIT_COMM_TIMEOUT", "60"}}});
+  }
+  for (const auto& r : app::run_processes(specs, std::chrono::seconds(30))) EXPECT_TRUE(r.succeeded());
+  return out;
+}
+
+// The same training in one process: the whole model, the same micro-batches,
+// the loss of each divided by their number, the same optimizer.
+std::shared_ptr<ZooModel> train_reference(int steps, std::vector<double>& losses) {
+  const auto c = test_pipeline_config(1);
+  at::manual_seed(int64_t(c.seed));
+  auto model = make_model(c.model, c.model_options);
+  model->train();
+  torch::optim::SGD opt(model->parameters(),
+                        torch::optim::SGDOptions(c.lr).momentum(0.9).weight_decay(c.weight_decay));
+  pipeline::SyntheticSource data(c.micro_batch_size, c.seq_len, c.model_options.vocab_size, c.seed);
+  for (int step = 0; step < steps; ++step) {
+    opt.zero_grad();
+    double loss_sum = 0;
+    for (int m = 0; m < c.micro_batches; ++m) {
+      const auto mb = data.train_batch(step, m);
+      const at::Tensor logits = model->forward(mb.inputs);
+      const at::Tensor loss = fused_cross_entropy(logits.reshape({-1, logits.size(-1)}), mb.labels.reshape({-1})) /
+                              double(c.micro_batches);
+      loss.backward();
+      loss_sum += loss.item<double>();
+    }
+    opt.step();
+    losses.push_back(loss_sum);
+  }
+  return model;
+}
+
+std::map<std::string, at::Tensor> saved_parameters(const std::string& dir) {
+  std::map<std::string, at::Tensor> all;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".pt") continue;
+    for (const auto& item : read_state_dict(e.path().string())) all[item.key()] = item.value();
+  }
+  return all;
+}
+
+TEST(Pipeline, Fp32StagesEndWhereOneProcessEnds) {
+  const int steps = 3;
+  std::vector<double> reference_losses;
+  const auto reference = train_reference(steps, reference_losses);
+  for (int stages : {2, 4}) {
+    for (const std::string schedule : {"gpipe", "1f1b"}) {
+      SCOPED_TRACE(std::to_string(stages) + " stages, " + schedule);
+      const std::string out = run_pipeline(stages, schedule, "fp32", 0, 0, steps);
+      const auto params = saved_parameters(out);
+      size_t compared = 0;
+      for (const auto& item : reference->named_parameters()) {
+        const auto it = params.find(item.key());
+        ASSERT_NE(it, params.end()) << item.key() << " saved by no stage";
+        // Only the order of floating-point sums differs (the tied embedding's
+        // two gradients, the micro-batches' accumulation).
+        EXPECT_TRUE(at::allclose(it->second, item.value(), 1e-4, 1e-5))
+            << item.key() << ": max diff " << (it->second - item.value()).abs().max().item<float>();
+        ++compared;
+      }
+      EXPECT_EQ(compared, params.size());
+      std::ifstream in(out + "/losses");
+      for (int s = 0; s < steps; ++s) {
+        double loss = 0;
+        in >> loss;
+        EXPECT_NEAR(loss, reference_losses[size_t(s)], 1e-4) << "step " << s;
+      }
+      std::filesystem::remove_all(out);
+    }
+  }
+}
+
+TEST(Pipeline, CompressedBoundariesTrainCloseToFp32) {
+  const int steps = 3;
+  std::vector<double> reference_losses;
+  train_reference(steps, reference_losses);
+  for (const auto& [codec, fw, bw] : std::vector<std::tuple<std::string, int, int>>{{"directq", 8, 8}, {"tah", 4, 8}}) {
+    SCOPED_TRACE(codec);
+    const std::string out = run_pipeline(2, "1f1b", codec, fw, bw, steps);
+    std::ifstream in(out + "/losses");
+    for (int s = 0; s < steps; ++s) {
+      double loss = 0;
+      in >> loss;
+      // Random tokens: the loss is log(256) ~ 5.55 and moves little; the
+      // quantized boundaries must not move it further than that.
+      EXPECT_NEAR(loss, reference_losses[size_t(s)], 0.05) << "step " << s;
+    }
+    std::filesystem::remove_all(out);
+  }
+}
+
+}  // namespace
+}  // namespace actkit
