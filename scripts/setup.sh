@@ -13,6 +13,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libopenblas0-pthread
   dataset-fashion-mnist fio
+  fortunes  # the text corpus of actkit pipeline and the language models
+  iproute2  # ip and tc: kernel-shaped links (actkit pipeline --link kernel)
   python3-torchvision  # the oracle tests: the zoo against torchvision (tests/oracle)
 )
 missing=()

@@ -3,7 +3,7 @@
 // on synthetic tokens, trained for a few steps; every stage then saves its
 // parameters to OUT, and rank 0 writes the step losses to OUT/losses.
 //
-//   actkit_pipeline_peer SCHEDULE CODEC FW_BITS BW_BITS STEPS OUT [LEVEL]
+//   actkit_pipeline_peer SCHEDULE CODEC FW_BITS BW_BITS STEPS OUT [LEVEL [INIT]]
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -18,7 +18,7 @@ using namespace actkit;
 
 int main(int argc, char** argv) {
   if (argc < 7) {
-    std::cerr << "usage: actkit_pipeline_peer SCHEDULE CODEC FW_BITS BW_BITS STEPS OUT [LEVEL]\n";
+    std::cerr << "usage: actkit_pipeline_peer SCHEDULE CODEC FW_BITS BW_BITS STEPS OUT [LEVEL [INIT]]\n";
     return 2;
   }
   try {
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
                                                       std::stoi(argv[4]));
     if (argc > 7) c.level = parse_level(argv[7]);
     pipeline::SyntheticSource data(c.micro_batch_size, c.seq_len, c.model_options.vocab_size, c.seed);
-    pipeline::StageRunner runner(comm, c, data);
+    pipeline::StageRunner runner(comm, c, data, argc > 8 ? argv[8] : "");
     std::ofstream losses;
     if (comm.rank() == 0) losses.open(std::string(argv[6]) + "/losses");
     for (int64_t step = 0; step < std::stoi(argv[5]); ++step) {
