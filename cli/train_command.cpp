@@ -24,6 +24,7 @@ struct TrainArgs {
   std::string level = "L3";  // parsed into config.level before the run
   std::string json_path;
   bool compare = true;
+  bool lr_given = false;
 };
 
 // A progress bar on a terminal; a line every 10% otherwise (CI logs).
@@ -52,15 +53,25 @@ class ProgressPrinter {
 void run_train(TrainArgs& a) {
   app::TrainConfig& c = a.config;
   // Before the banner: a typo gets only the error.
-  find_model(c.model);
+  const bool text = find_model(c.model).task == Task::kLanguageModel;
+  if (text) {
+    if (c.data == "fashion-mnist") c.data = "fortunes";  // the default data, for a model that reads text
+    if (!a.lr_given) c.lr = 1e-3;                        // AdamW's, not SGD's
+  }
   c.level = parse_level(a.level);
   app::parse_run_device(c.device, "train");
   fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", c.model, c.data, c.level.spec, c.epochs, c.batch,
              c.device == "cpu" ? "" : ", on " + c.device);
   ProgressPrinter progress;
   const app::TrainResult r = app::run_training(c, std::ref(progress));
-  fmt::print("test accuracy {:.2f}%  train loss {:.4f}  step {:.1f} ms  peak {}\n", 100 * r.final_test_accuracy,
-             r.final_train_loss, r.step_time_ms, mib(r.peak_bytes));
+  if (text) {
+    fmt::print("validation loss {:.4f}  train loss {:.4f}  step {:.1f} ms  peak {}\n", r.final_validation_loss,
+               r.final_train_loss, r.step_time_ms, mib(r.peak_bytes));
+  } else {
+    fmt::print("test accuracy {:.2f}%  train loss {:.4f}  step {:.1f} ms  peak {}\n", 100 * r.final_test_accuracy,
+               r.final_train_loss, r.step_time_ms, mib(r.peak_bytes));
+  }
+  if (!c.save.empty()) fmt::print("weights saved to {}\n", c.save);
 
   nlohmann::json j{{"model", c.model},
                    {"data", c.data},
@@ -73,6 +84,7 @@ void run_train(TrainArgs& a) {
                    {"test_examples", r.test_examples},
                    {"steps", r.steps},
                    {"final_test_accuracy", r.final_test_accuracy},
+                   {"final_validation_loss", r.final_validation_loss},
                    {"final_train_loss", r.final_train_loss},
                    {"step_time_ms", r.step_time_ms},
                    {"peak_bytes", r.peak_bytes},
@@ -94,6 +106,15 @@ void run_train(TrainArgs& a) {
     m.options.patch_size = 4;
     m.batch = c.batch;
     m.length = 28;
+    if (text) {
+      m.options.vocab_size = 256;
+      m.options.layers = c.layers;
+      m.options.hidden = c.hidden;
+      m.options.heads = c.heads;
+      m.options.dropout = c.dropout;
+      m.options.max_positions = std::max<int64_t>(1024, c.seq_len);
+      m.length = c.seq_len;
+    }
     m.levels = {level_preset("L0")};
     m.steps = 1;
     m.seed = c.seed;
@@ -113,12 +134,22 @@ void run_train(TrainArgs& a) {
 void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   app::TrainConfig& c = a->config;
-  CLI::App* train = app.add_subcommand("train", "Train a zoo CNN on Fashion-MNIST or synthetic data at a level");
-  train->add_option("--model", c.model, "Zoo model (an image classifier)")->capture_default_str();
-  train->add_option("--data", c.data, "fashion-mnist or synthetic")
-      ->check(CLI::IsMember({"fashion-mnist", "synthetic"}))
+  CLI::App* train =
+      app.add_subcommand("train", "Train a zoo CNN on Fashion-MNIST, or GPT-2 on text, at a level");
+  train->add_option("--model", c.model, "Zoo model: an image classifier, or gpt2 for text")->capture_default_str();
+  train->add_option("--data", c.data, "fashion-mnist or synthetic (images); fortunes or synthetic (gpt2)")
+      ->check(CLI::IsMember({"fashion-mnist", "synthetic", "fortunes"}))
       ->capture_default_str();
-  train->add_option("--data-dir", c.data_dir, "Fashion-MNIST IDX directory (default: the Debian package's)");
+  train->add_option("--data-dir", c.data_dir,
+                    "Fashion-MNIST IDX directory, or the text file/directory (default: the Debian package's)");
+  train->add_option("--layers", c.layers, "gpt2: transformer blocks")->capture_default_str();
+  train->add_option("--hidden", c.hidden, "gpt2: hidden size")->capture_default_str();
+  train->add_option("--heads", c.heads, "gpt2: attention heads")->capture_default_str();
+  train->add_option("--seq-len", c.seq_len, "gpt2: tokens (bytes) per example")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train->add_option("--dropout", c.dropout, "gpt2: dropout")->capture_default_str();
+  train->add_option("--save", c.save, "Write the trained weights to this file (torch.save state dict)");
+  train->add_option("--resume", c.resume, "Start from the weights in this file (a state dict)");
   train->add_option("--level", a->level, "Level, e.g. L0, L3 or L3:bits=1.5")->capture_default_str();
   train->add_option("--epochs", c.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
   train->add_option("--batch", c.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
@@ -127,7 +158,10 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   train->add_option("--device", c.device, "cpu or cuda[:N]")->capture_default_str();
-  train->add_option("--lr", c.lr, "Initial SGD learning rate (momentum 0.9, cosine decay)")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--lr", c.lr, "Initial learning rate, cosine decay (SGD momentum 0.9; gpt2: AdamW, default 1e-3)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->each([a](const std::string&) { a->lr_given = true; });
   train->add_option("--json", a->json_path, "Also write the results as JSON to this file");
   train->add_flag("!--no-compare", a->compare, "Skip the L0 memory comparison step");
   train->callback([a] { run_train(*a); });

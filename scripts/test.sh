@@ -60,9 +60,12 @@ build/bin/actkit bench host --device cpu --size 16MiB --chunk 1MiB --repeats 1 -
 grep -q '"swapper"' build/bench-host.json
 build/bin/actkit bench alloc --traces resnet18:4:32:L0,resnet18:4:32:L5 --steps 1 --json build/bench-alloc.json
 grep -q '"baseline_fragmentation"' build/bench-alloc.json
+build/bin/actkit train --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --level L3 --train-limit 64 \
+  --batch 8 --save build/gpt2-pretrained.pt --json build/train-gpt2.json
+grep -q '"final_validation_loss"' build/train-gpt2.json
 build/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
   --micro-batch-size 2 --codec tah --fw-bits 4 --bw-bits 8 --bandwidth 200Mbps --latency 1ms --steps 3 \
-  --validation-batches 2 --save build/pipeline-ckpt --json build/pipeline.json
+  --validation-batches 2 --init build/gpt2-pretrained.pt --save build/pipeline-ckpt --json build/pipeline.json
 build/bin/actkit pipeline --stages 4 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 4 \
   --micro-batch-size 2 --schedule gpipe --codec directq --fw-bits 4 --data synthetic --steps 2 \
   --validation-batches 1 --init build/pipeline-ckpt --json build/pipeline-4.json

@@ -310,6 +310,7 @@ double StageRunner::validate() {
       const at::Tensor labels = data_.validation_batch(i).labels;
       sum += fused_cross_entropy(y.reshape({-1, y.size(-1)}), labels.reshape({-1})).item<double>();
     } else {
+      raw_forward_bytes_ += y.numel() * int64_t(sizeof(float)) + 8;
       comm_.send(stage_ + 1, kActivations, encode_boundary(y, config_.forward_codec, rounding_seed(-1 - i, 0, 0)));
     }
   }

@@ -11,8 +11,10 @@ namespace actkit::app {
 
 struct TrainConfig {
   std::string model = "resnet18";
-  std::string data = "fashion-mnist";  // or "synthetic"
-  std::string data_dir;                // default: the Debian package's directory
+  // Image classifiers: "fashion-mnist" or "synthetic". Language models:
+  // "fortunes" (app/text_corpus.h) or "synthetic" (random bytes).
+  std::string data = "fashion-mnist";
+  std::string data_dir;                // default: the Debian package's directory (or file, for text)
   LevelConfig level = level_preset("L3");
   int epochs = 1;
   int64_t batch = 64;
@@ -20,6 +22,13 @@ struct TrainConfig {
   int64_t train_limit = 0;  // first N training examples; 0 = all
   double lr = 0.05;         // SGD, momentum 0.9, cosine decay to 0 over the run
   std::string device = "cpu";  // or "cuda[:N]": model and batches there, data kept on the host
+  // Language models (gpt2): the shape, byte-level vocabulary of 256, AdamW
+  // at `lr` with cosine decay; the defaults are actkit pipeline's, so its
+  // --init reads what --save writes here.
+  int64_t layers = 4, hidden = 128, heads = 4, seq_len = 128;
+  double dropout = 0.0;
+  std::string save;    // write the trained weights here (torch.save state dict)
+  std::string resume;  // start from these weights (a state dict; the optimizer starts afresh)
 };
 
 struct TrainProgress {
@@ -31,7 +40,8 @@ struct TrainProgress {
 
 struct TrainResult {
   std::string level;
-  double final_test_accuracy = 0;
+  double final_test_accuracy = 0;   // image classifiers
+  double final_validation_loss = 0; // language models: mean over the validation text
   double final_train_loss = 0;  // mean over the last epoch
   double step_time_ms = 0;      // mean training step, warm-up excluded
   std::string device;
@@ -42,8 +52,8 @@ struct TrainResult {
   int64_t test_examples = 0;
 };
 
-// Trains on config.device and evaluates on the test split after every
-// epoch. `on_progress` (may be empty) is called after each step. Throws
+// Trains on config.device and evaluates on the test split (language
+// models: the validation text) after every epoch. `on_progress` (may be empty) is called after each step. Throws
 // actkit::InvalidInput for an unknown model, level, device or data set, a
 // missing data directory, or non-positive epochs/batch.
 TrainResult run_training(const TrainConfig& config, const std::function<void(const TrainProgress&)>& on_progress);
