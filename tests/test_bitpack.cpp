@@ -52,3 +52,27 @@ TEST(BitPack, RunsAtAnyOffsetRoundTripAndMatchTheReference) {
     }
   }
 }
+
+// Runs that start on a byte take the whole-byte paths (eight codes at a time
+// for the widths that straddle bytes); a neighbour packed concurrently on
+// either side must keep its bits.
+TEST(BitPack, ByteAlignedRunsOfEveryWidth) {
+  std::mt19937 rng(12);
+  for (int bits = 1; bits <= 8; ++bits) {
+    for (int64_t len : {0, 1, 7, 8, 9, 15, 16, 64, 100, 257}) {
+      const int64_t start = 8 * int64_t(rng() % 4);
+      std::vector<uint8_t> codes(static_cast<size_t>(len));
+      for (auto& c : codes) c = uint8_t(rng() & ((1u << bits) - 1));
+      std::vector<uint8_t> stream(size_t((start + len * bits + 7) / 8 + 2), 0);
+      pack_codes(codes.data(), len, bits, stream.data(), start);
+      for (int64_t i = 0; i < len; ++i) {
+        ASSERT_EQ(read_bits(stream, start + i * bits, bits), codes[size_t(i)]) << bits << " " << len << " " << i;
+      }
+      for (int64_t b = 0; b < start / 8; ++b) ASSERT_EQ(stream[size_t(b)], 0);
+      ASSERT_EQ(stream.back(), 0);
+      std::vector<uint8_t> back(size_t(len), 0xff);
+      unpack_codes(stream.data(), start, len, bits, back.data());
+      ASSERT_EQ(back, codes) << bits << " " << len;
+    }
+  }
+}

@@ -3,8 +3,9 @@
 // occupies bits [p + k*b, p + (k+1)*b); stream bit s lives in byte s/8 at bit
 // s%8.
 //
-// The 1/2/4/8-bit cases on byte-aligned runs are written as word-wide shifts
-// the compiler vectorizes; everything else goes through a bit accumulator.
+// On byte-aligned runs, the 1/2/4/8-bit cases are word-wide shifts the
+// compiler vectorizes, and the 3/5/6/7-bit cases move eight codes (b whole
+// bytes) at a time; everything else goes through a bit accumulator.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +78,90 @@ inline void unpack4(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
   }
 }
 
+// Eight codes of B bits (B = 3, 5, 6, 7: widths whose codes straddle bytes)
+// fill exactly B bytes, so a group of eight is one little-endian word of
+// 8B bits, gathered from (or spread to) eight code bytes with shifts. Where
+// the run has 8 bytes left, whole words are stored and loaded (a store's
+// spare high bytes are zeros that the next group overwrites); the last
+// groups move exactly B bytes, so nothing outside the run is touched.
+template <int B>
+inline uint64_t gather_octet(uint64_t w) {
+  constexpr uint64_t kLow = (uint64_t(1) << B) - 1;
+  uint64_t v = 0;
+  for (int k = 0; k < 8; ++k) v |= ((w >> (8 * k)) & kLow) << (B * k);
+  return v;
+}
+
+template <int B>
+inline uint64_t spread_octet(uint64_t v) {
+  constexpr uint64_t kLow = (uint64_t(1) << B) - 1;
+  uint64_t w = 0;
+  for (int k = 0; k < 8; ++k) w |= ((v >> (B * k)) & kLow) << (8 * k);
+  return w;
+}
+
+template <int B>
+inline void pack_octets(const uint8_t* codes, int64_t groups, uint8_t* out) {
+  const int64_t whole = groups > 8 / B + 1 ? groups - (8 / B + 1) : 0;  // groups with 8 bytes of room
+  int64_t g = 0;
+  for (; g < whole; ++g) {
+    uint64_t w;
+    std::memcpy(&w, codes + 8 * g, 8);
+    const uint64_t v = gather_octet<B>(w);
+    std::memcpy(out + B * g, &v, 8);
+  }
+  for (; g < groups; ++g) {
+    uint64_t w;
+    std::memcpy(&w, codes + 8 * g, 8);
+    const uint64_t v = gather_octet<B>(w);
+    std::memcpy(out + B * g, &v, B);
+  }
+}
+
+template <int B>
+inline void unpack_octets(const uint8_t* in, int64_t groups, uint8_t* codes) {
+  const int64_t whole = groups > 8 / B + 1 ? groups - (8 / B + 1) : 0;
+  int64_t g = 0;
+  for (; g < whole; ++g) {
+    uint64_t v;
+    std::memcpy(&v, in + B * g, 8);
+    const uint64_t w = spread_octet<B>(v);
+    std::memcpy(codes + 8 * g, &w, 8);
+  }
+  for (; g < groups; ++g) {
+    uint64_t v = 0;
+    std::memcpy(&v, in + B * g, B);
+    const uint64_t w = spread_octet<B>(v);
+    std::memcpy(codes + 8 * g, &w, 8);
+  }
+}
+
+// Packs/unpacks the whole groups of eight of a byte-aligned run of 3, 5, 6
+// or 7-bit codes; returns how many codes that covered (a multiple of 8).
+inline int64_t pack_octets(const uint8_t* codes, int64_t count, int bits, uint8_t* out) {
+  const int64_t groups = count / 8;
+  switch (bits) {
+    case 3: pack_octets<3>(codes, groups, out); break;
+    case 5: pack_octets<5>(codes, groups, out); break;
+    case 6: pack_octets<6>(codes, groups, out); break;
+    case 7: pack_octets<7>(codes, groups, out); break;
+    default: return 0;
+  }
+  return 8 * groups;
+}
+
+inline int64_t unpack_octets(const uint8_t* in, int64_t count, int bits, uint8_t* codes) {
+  const int64_t groups = count / 8;
+  switch (bits) {
+    case 3: unpack_octets<3>(in, groups, codes); break;
+    case 5: unpack_octets<5>(in, groups, codes); break;
+    case 6: unpack_octets<6>(in, groups, codes); break;
+    case 7: unpack_octets<7>(in, groups, codes); break;
+    default: return 0;
+  }
+  return 8 * groups;
+}
+
 }  // namespace detail
 
 // Packs codes[0, count) (each < 2^bits) at stream bit `bit_pos` of `out`.
@@ -85,6 +170,14 @@ inline void unpack4(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
 // disjoint runs may be packed concurrently.
 inline void pack_codes(const uint8_t* codes, int64_t count, int bits, uint8_t* out, int64_t bit_pos) {
   if (count <= 0) return;
+  if ((bit_pos & 7) == 0 && (8 % bits) != 0) {
+    // Whole groups of eight fill whole bytes that no other run touches.
+    const int64_t done = detail::pack_octets(codes, count, bits, out + (bit_pos >> 3));
+    codes += done;
+    count -= done;
+    bit_pos += done * bits;
+    if (count == 0) return;
+  }
   uint8_t* o = out + (bit_pos >> 3);
   if ((bit_pos & 7) == 0 && (8 % bits) == 0) {
     const int per_byte = 8 / bits;
@@ -130,6 +223,13 @@ inline void pack_codes(const uint8_t* codes, int64_t count, int bits, uint8_t* o
 // Reads only the bytes that hold the run's bits.
 inline void unpack_codes(const uint8_t* in, int64_t bit_pos, int64_t count, int bits, uint8_t* codes) {
   if (count <= 0) return;
+  if ((bit_pos & 7) == 0 && (8 % bits) != 0) {
+    const int64_t done = detail::unpack_octets(in + (bit_pos >> 3), count, bits, codes);
+    codes += done;
+    count -= done;
+    bit_pos += done * bits;
+    if (count == 0) return;
+  }
   const uint8_t* p = in + (bit_pos >> 3);
   if ((bit_pos & 7) == 0 && (8 % bits) == 0) {
     const int per_byte = 8 / bits;

@@ -100,62 +100,78 @@ std::vector<int64_t> word_ranks(const uint64_t* map, const TahLayout& L) {
   return ranks;
 }
 
+// 1 / tau rounded up by a margin that covers every rounding of the outlier
+// test: a tile with two magnitudes >= a1 * that factor has a2 >= a1 / tau,
+// so a1 / (a2 + rho) rounds to at most tau and the tile is no outlier.
+// Infinite for tau == 0 (the prefilter then never decides).
+inline float outlier_prefilter_factor(float tau) { return float(1.0 / double(tau) * (1.0 + 1e-6)); }
+
 struct TileOut {
   uint16_t* params;  // 2 entries: zero, scale
   uint8_t* pivot;
   uint8_t* flags;    // the tile flag section
   int64_t tile;      // the tile's index (its flag bit)
-  uint8_t* codes;    // G * bits / 8 bytes
+  uint8_t* q;        // g codes, one per byte (packed per token by the caller)
 };
 
 // Encodes one tile of g values; returns false when its zero or scale does
 // not fit fp16.
-inline bool encode_tile(const float* a, int g, int bits, float tau, bool hadamard, const TileOut& o) {
+inline bool encode_tile(const float* a, int g, int bits, float tau, float prefilter, bool hadamard,
+                        const TileOut& o) {
   alignas(64) float tile[kTahMaxGroupSize];
-  alignas(64) uint8_t q[kTahMaxGroupSize];
   const float* y = a;
   int pivot = 0;
   bool outlier = false;
-  if (hadamard) {
-    float a1 = 0.0f;
-#pragma omp simd reduction(max : a1)
-    for (int k = 0; k < g; ++k) {
-      const float v = abs_rn(a[k]);
-      a1 = v > a1 ? v : a1;
-    }
-    int d = 0;
-    while (abs_rn(a[d]) != a1) ++d;  // the first element at the maximum
-    float a2 = 0.0f;
-#pragma omp simd reduction(max : a2)
-    for (int k = 0; k < g; ++k) {
-      const float v = k == d ? 0.0f : abs_rn(a[k]);
-      a2 = v > a2 ? v : a2;
-    }
-    if (tah_is_outlier(a1, a2, tau)) {
-      std::copy(a, a + g, tile);
-      tile[0] = a[d];  // the pivot swap
-      tile[d] = a[0];
-      tah_hadamard(tile, g);
-      y = tile;
-      pivot = d;
-      outlier = true;
-    }
-  }
-  float mn = y[0];
-  float mx = y[0];
+  float mn = a[0];
+  float mx = a[0];
 #pragma omp simd reduction(min : mn) reduction(max : mx)
   for (int k = 0; k < g; ++k) {
-    mn = y[k] < mn ? y[k] : mn;
-    mx = y[k] > mx ? y[k] : mx;
+    mn = a[k] < mn ? a[k] : mn;
+    mx = a[k] > mx ? a[k] : mx;
+  }
+  if (hadamard) {
+    const float a1 = std::max(abs_rn(mn), abs_rn(mx));
+    // Most tiles have a second magnitude near the first: one counting pass
+    // proves it, and only the rest get the exact test (same outcome).
+    const float thr = a1 * prefilter;
+    int near_top = 0;
+#pragma omp simd reduction(+ : near_top)
+    for (int k = 0; k < g; ++k) near_top += abs_rn(a[k]) >= thr ? 1 : 0;
+    if (near_top < 2) {
+      int d = g;  // the first element at the maximum magnitude
+#pragma omp simd reduction(min : d)
+      for (int k = 0; k < g; ++k) d = abs_rn(a[k]) == a1 && k < d ? k : d;
+      float a2 = 0.0f;
+#pragma omp simd reduction(max : a2)
+      for (int k = 0; k < g; ++k) {
+        const float v = k == d ? 0.0f : abs_rn(a[k]);
+        a2 = v > a2 ? v : a2;
+      }
+      if (tah_is_outlier(a1, a2, tau)) {
+        std::copy(a, a + g, tile);
+        tile[0] = a[d];  // the pivot swap
+        tile[d] = a[0];
+        tah_hadamard(tile, g);
+        y = tile;
+        pivot = d;
+        outlier = true;
+        mn = mx = y[0];
+#pragma omp simd reduction(min : mn) reduction(max : mx)
+        for (int k = 0; k < g; ++k) {
+          mn = y[k] < mn ? y[k] : mn;
+          mx = y[k] > mx ? y[k] : mx;
+        }
+      }
+    }
   }
   TahTileParams p;
   if (!tah_tile_params(mn, mx, bits, &p)) return false;
   const float top = float((1u << bits) - 1u);
   const float zero = p.zero;
   const float inv = p.inv_scale;
+  uint8_t* q = o.q;
 #pragma omp simd
   for (int k = 0; k < g; ++k) q[k] = tah_code(y[k], zero, inv, top);
-  cpu::pack_codes(q, g, bits, o.codes, 0);
   o.params[0] = p.zero_bits;
   o.params[1] = p.scale_bits;
   *o.pivot = uint8_t(pivot);
@@ -178,25 +194,28 @@ EncodeStatus encode_all(const TahEncodeArgs& a) {
 
   const int64_t K = L.tiles_per_token();
   const int g = L.group_size;
+  const float prefilter = outlier_prefilter_factor(a.tau);
   uint16_t* params = reinterpret_cast<uint16_t*>(a.payload + L.params_offset());
   uint8_t* pivots = a.payload + L.pivots_offset();
   uint8_t* flags = a.payload + L.flags_offset();
   std::atomic<bool> overflow{false};
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, T, kGrainTokens), [&](const tbb::blocked_range<int64_t>& r) {
     std::vector<float> buf(std::is_same_v<In, float> ? 0 : size_t(C));
+    std::vector<uint8_t> q(static_cast<size_t>(C));
     for (int64_t t = r.begin(); t != r.end(); ++t) {
       const float* token = cpu::load_floats(input, t * C, C, buf.data());
       const TahTokenBits tb = tah_token_bits(map, ranks.data(), t, L.high_tokens);
       const int bits = tb.high ? L.high_bits : L.low_bits;
-      uint8_t* codes = a.payload + L.token_codes_offset(t, tb.rank);
       for (int64_t j = 0; j < K; ++j) {
         const int64_t i = t * K + j;
-        const TileOut o{params + 2 * i, pivots + i, flags, i, codes + j * g * bits / 8};
-        if (!encode_tile(token + j * g, g, bits, a.tau, a.hadamard, o)) {
+        const TileOut o{params + 2 * i, pivots + i, flags, i, q.data() + j * g};
+        if (!encode_tile(token + j * g, g, bits, a.tau, prefilter, a.hadamard, o)) {
           overflow.store(true, std::memory_order_relaxed);
           return;
         }
       }
+      // A token's codes are whole bytes of their own.
+      cpu::pack_codes(q.data(), C, bits, a.payload + L.token_codes_offset(t, tb.rank), 0);
     }
   });
   return overflow.load() ? EncodeStatus::kMetaOverflow : EncodeStatus::kOk;
