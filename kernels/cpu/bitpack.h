@@ -84,20 +84,34 @@ inline void unpack4(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
 // the run has 8 bytes left, whole words are stored and loaded (a store's
 // spare high bytes are zeros that the next group overwrites); the last
 // groups move exactly B bytes, so nothing outside the run is touched.
-template <int B>
-inline uint64_t gather_octet(uint64_t w) {
-  constexpr uint64_t kLow = (uint64_t(1) << B) - 1;
-  uint64_t v = 0;
-  for (int k = 0; k < 8; ++k) v |= ((w >> (8 * k)) & kLow) << (B * k);
-  return v;
+// The low `width` bits of every `lane`-bit lane of a 64-bit word.
+constexpr uint64_t lane_mask(int lane, int width) {
+  uint64_t m = 0;
+  for (int at = 0; at < 64; at += lane) m |= ((uint64_t(1) << width) - 1) << at;
+  return m;
 }
 
+// Eight B-bit codes, one per byte of w, merged into the low 8B bits: pairs
+// of neighbours first (each 16-bit lane), then pairs of pairs, then halves.
+template <int B>
+inline uint64_t gather_octet(uint64_t w) {
+  constexpr uint64_t k1 = lane_mask(16, B);
+  constexpr uint64_t k2 = lane_mask(32, 2 * B);
+  constexpr uint64_t k4 = lane_mask(64, 4 * B);
+  w = (w & k1) | ((w >> (8 - B)) & (k1 << B));
+  w = (w & k2) | ((w >> (16 - 2 * B)) & (k2 << (2 * B)));
+  return (w & k4) | ((w >> (32 - 4 * B)) & (k4 << (4 * B)));
+}
+
+// The inverse: the low 8B bits of v spread to one B-bit code per byte.
 template <int B>
 inline uint64_t spread_octet(uint64_t v) {
-  constexpr uint64_t kLow = (uint64_t(1) << B) - 1;
-  uint64_t w = 0;
-  for (int k = 0; k < 8; ++k) w |= ((v >> (B * k)) & kLow) << (8 * k);
-  return w;
+  constexpr uint64_t k1 = lane_mask(16, B);
+  constexpr uint64_t k2 = lane_mask(32, 2 * B);
+  constexpr uint64_t k4 = lane_mask(64, 4 * B);
+  v = (v & k4) | ((v << (32 - 4 * B)) & (k4 << 32));
+  v = (v & k2) | ((v << (16 - 2 * B)) & (k2 << 16));
+  return (v & k1) | ((v << (8 - B)) & (k1 << 8));
 }
 
 template <int B>
