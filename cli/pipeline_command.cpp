@@ -93,6 +93,11 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
+// The rate of the first boundary (what the JSON's bandwidth_bps reports).
+double first_rate(const PipelineArgs& a) {
+  return parse_bandwidth_list(a.bandwidth, size_t(std::max(a.config.stages - 1, 1))).front();
+}
+
 // Settings parsed once, before any process starts: a typo fails here.
 void finish_config(PipelineArgs& a) {
   pipeline::PipelineConfig& c = a.config;
@@ -119,10 +124,6 @@ void finish_config(PipelineArgs& a) {
     const double rate = c.link_mode == "kernel" ? 0 : rates[i];
     c.forward_links.push_back({rate, delays[i]});
     c.backward_links.push_back({rate, delays[i]});
-  }
-  if (c.link_mode == "kernel" && std::adjacent_find(rates.begin(), rates.end(), std::not_equal_to<>()) != rates.end()) {
-    throw InvalidInput("pipeline: --link kernel shapes one loopback, so every link gets the same rate; "
-                       "give one --bandwidth, or use --link process for a rate per link");
   }
   if (a.data != "fortunes" && a.data != "synthetic") {
     throw InvalidInput(c10::str("pipeline: --data ", a.data, ": expected fortunes or synthetic"));
@@ -162,9 +163,7 @@ int run_rank(PipelineArgs& a) {
     fmt::print("{} stages of {} ({} layers, hidden {}), split at pieces {}; {}, codec {} / {}, level {}, link {} {}\n",
                c.stages, c.model, c.model_options.layers, c.model_options.hidden, fmt::format("{}", runner.bounds()[1]),
                pipeline::to_string(c.schedule), c.forward_codec.describe(), c.backward_codec.describe(), c.level.spec,
-               c.link_mode, format_bandwidth(c.link_mode == "kernel" ? parse_bandwidth_list(a.bandwidth, 1)[0]
-                                                                        : c.forward_links.empty() ? 0
-                                                                        : c.forward_links[0].bits_per_second));
+               c.link_mode, format_bandwidth(first_rate(a)));
   }
   const bool tty = isatty(STDERR_FILENO) != 0;
   const double tokens_per_step = double(per_step * c.seq_len);
@@ -207,7 +206,7 @@ int run_rank(PipelineArgs& a) {
   const double tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
   int64_t sent = 0, raw = 0;
   nlohmann::json jl = nlohmann::json::array();
-  fmt::print("link         direction   bytes sent      fp32 bytes    ratio   wait (s)  wait/step\n");
+  fmt::print("link         direction   bytes sent      fp32 bytes    ratio   wait (s)   of the run\n");
   for (const auto& l : links) {
     sent += l.bytes;
     raw += l.raw_bytes;
@@ -232,9 +231,7 @@ int run_rank(PipelineArgs& a) {
   fmt::print("train loss {:.4f}  validation loss {:.4f}  {:.0f} tokens/s  step {:.0f} ms  compression {:.2f}x\n",
              last_loss, val_loss, tokens_per_s, 1000 * step_s, ratio);
   if (!a.json_path.empty()) {
-    const double bps = c.link_mode == "kernel" ? parse_bandwidth_list(a.bandwidth, 1)[0]
-                       : c.forward_links.empty() ? 0
-                                                 : c.forward_links[0].bits_per_second;
+    const double bps = first_rate(a);
     write_json(a.json_path, {{"model", c.model},
                              {"layers", c.model_options.layers},
                              {"hidden", c.model_options.hidden},
@@ -296,31 +293,93 @@ int launch(PipelineArgs& a) {
   return 0;
 }
 
-// --link kernel: the launcher runs again under `unshare -n`, in a network
-// namespace of its own, where it shapes loopback and then starts the ranks.
+// --link kernel: the launcher runs itself again under `unshare -n -m`, in a
+// network and mount namespace of its own. There it gives every rank a
+// network namespace with one veth interface on a shared bridge (address
+// 10.77.0.<rank + 1>) and shapes each rank's egress with an htb class per
+// neighbour, matched by destination address: the link stage s -> s + 1 and
+// the link s + 1 -> s each get their own rate, as two machines on a full-
+// duplex link would. Other traffic (the rendezvous, reports) is not shaped.
+// Everything lives in the private namespaces and goes when they end; the
+// host's own network is never touched.
+std::string rank_namespace(int r) { return "actkit-r" + std::to_string(r); }
+std::string rank_address(int r) { return "10.77.0." + std::to_string(r + 1); }
+std::string rank_interface(int r) { return "v" + std::to_string(r) + "r"; }
+
 int launch_shaped(PipelineArgs& a) {
   if (std::getenv("ACTKIT_PIPELINE_NETNS") == nullptr) {
     if (!app::program_in_path("unshare") || !app::program_in_path("tc") || !app::program_in_path("ip")) {
       throw Error("pipeline: --link kernel needs unshare, ip and tc (util-linux, iproute2); use --link process");
     }
-    std::vector<std::string> argv{"unshare", "-n", "env", "ACTKIT_PIPELINE_NETNS=1", app::self_executable()};
+    std::vector<std::string> argv{"unshare", "-n", "-m", "--propagation", "private",
+                                  "env", "ACTKIT_PIPELINE_NETNS=1", app::self_executable()};
     argv.insert(argv.end(), a.argv.begin(), a.argv.end());
     const auto r = app::run_process(argv);
-    if (!r.succeeded()) throw Error("pipeline: the shaped run failed (see above; unshare -n needs root)");
+    if (!r.succeeded()) throw Error("pipeline: the shaped run failed (see above; unshare -n -m needs root)");
     return 0;
   }
-  const double rate = parse_bandwidth_list(a.bandwidth, 1)[0];
-  std::vector<std::vector<std::string>> setup{{"ip", "link", "set", "lo", "mtu", "1500", "up"}};
-  if (rate > 0) {
-    // tbf: the rate, a 32 KB bucket (a few packets of burst), and a queue
-    // of 50 ms before tbf drops (TCP backs off well before).
-    setup.push_back({"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate",
-                     std::to_string(int64_t(rate / 1000)) + "kbit", "burst", "32kb", "latency", "50ms"});
+  const pipeline::PipelineConfig& c = a.config;
+  const int k = c.stages;
+  const auto rates = parse_bandwidth_list(a.bandwidth, size_t(std::max(k - 1, 1)));
+  auto kbit = [](double bps) { return std::to_string(std::max<int64_t>(8, int64_t(bps / 1000))) + "kbit"; };
+  std::vector<std::vector<std::string>> setup{
+      // The namespaces' names go to a tmpfs of this mount namespace, not the host's /run/netns.
+      {"mkdir", "-p", "/run/netns"},
+      {"mount", "-t", "tmpfs", "actkit-netns", "/run/netns"},
+      {"ip", "link", "set", "lo", "up"},
+      {"ip", "link", "add", "actkit-br", "type", "bridge"},
+      {"ip", "link", "set", "actkit-br", "up"}};
+  for (int r = 0; r < k; ++r) {
+    const std::string ns = rank_namespace(r), dev = rank_interface(r), host = "v" + std::to_string(r) + "h";
+    setup.push_back({"ip", "netns", "add", ns});
+    setup.push_back({"ip", "link", "add", host, "type", "veth", "peer", "name", dev});
+    setup.push_back({"ip", "link", "set", dev, "netns", ns});
+    setup.push_back({"ip", "link", "set", host, "master", "actkit-br", "up"});
+    setup.push_back({"ip", "-n", ns, "addr", "add", rank_address(r) + "/24", "dev", dev});
+    setup.push_back({"ip", "-n", ns, "link", "set", dev, "mtu", "1500", "up"});
+    setup.push_back({"ip", "-n", ns, "link", "set", "lo", "up"});
+    // htb: unshaped by default, a class per neighbour at its link's rate
+    // with a 32 KB bucket (as the tbf of a single link).
+    setup.push_back({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "99"});
+    setup.push_back({"tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:99", "htb", "rate",
+                     "10gbit"});
+    for (int peer : {r + 1, r - 1}) {
+      if (peer < 0 || peer >= k) continue;
+      const double rate = rates[size_t(std::min(r, peer))];
+      if (rate <= 0) continue;
+      const std::string cls = "1:" + std::to_string(10 + peer);
+      setup.push_back({"tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", cls, "htb", "rate",
+                       kbit(rate), "burst", "32kb"});
+      setup.push_back({"tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+                       "u32", "match", "ip", "dst", rank_address(peer) + "/32", "flowid", cls});
+    }
   }
   for (const auto& cmd : setup) {
-    if (!app::run_process(cmd).succeeded()) throw Error("pipeline: cannot shape loopback: " + cmd[0] + " failed");
+    if (!app::run_process(cmd, app::ChildOutput::kDiscard).succeeded()) {
+      std::string line;
+      for (const auto& w : cmd) line += w + " ";
+      throw Error("pipeline: cannot set up the emulated network: `" + line + "` failed");
+    }
   }
-  return launch(a);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1u, cores / unsigned(k)));
+  std::vector<app::ProcessSpec> ranks;
+  for (int r = 0; r < k; ++r) {
+    std::vector<std::string> argv{"ip", "netns", "exec", rank_namespace(r), app::self_executable()};
+    argv.insert(argv.end(), a.argv.begin(), a.argv.end());
+    ranks.push_back({argv,
+                     {{"RANK", std::to_string(r)},
+                      {"WORLD_SIZE", std::to_string(k)},
+                      {"MASTER_ADDR", rank_address(0)},
+                      {"MASTER_PORT", std::to_string(a.port > 0 ? a.port : 29500)},
+                      {"GLOO_SOCKET_IFNAME", rank_interface(r)},
+                      {"OMP_NUM_THREADS", threads}}});
+  }
+  const auto results = app::run_processes(ranks, std::chrono::seconds(a.timeout_s + 5));
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (!results[r].succeeded()) throw Error(c10::str("pipeline: rank ", r, " failed (its error is above)"));
+  }
+  return 0;
 }
 
 }  // namespace

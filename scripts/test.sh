@@ -69,6 +69,13 @@ build/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 
 build/bin/actkit pipeline --stages 4 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 4 \
   --micro-batch-size 2 --schedule gpipe --codec directq --fw-bits 4 --data synthetic --steps 2 \
   --validation-batches 1 --init build/pipeline-ckpt --json build/pipeline-4.json
+# Kernel-shaped links need a private network namespace (root).
+if unshare -n -m true 2>/dev/null; then
+  build/bin/actkit pipeline --stages 3 --layers 1 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
+    --micro-batch-size 2 --codec directq --fw-bits 4 --data synthetic --steps 2 --validation-batches 1 \
+    --link kernel --bandwidth 100Mbps,50Mbps --latency 2ms --json build/pipeline-kernel.json
+  grep -q '"link": "kernel"' build/pipeline-kernel.json
+fi
 if build/bin/actkit maxbatch --model resnet18 --budget lots 2>/dev/null; then
   echo "a malformed budget must fail" >&2
   exit 1
