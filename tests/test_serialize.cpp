@@ -11,6 +11,7 @@
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
+#include "actkit/core/raw_codec.h"
 #include "test_util.h"
 
 using namespace actkit;
@@ -42,6 +43,8 @@ std::vector<CompressedTensor> samples() {
       encode_index(at::randint(0, 9, {5, 6}, at::kLong), 4),
       encode_directq(at::randn({2, 9}), directq),
       encode_tah(act, tah),
+      encode_raw(at::randn({3, 7})),
+      encode_raw(at::randn({2, 5}), at::kHalf),
   };
 }
 

@@ -1,0 +1,74 @@
+// The byte-level text corpus: windows, the validation split, the epoch order.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "actkit/app/text_corpus.h"
+#include "actkit/core/errors.h"
+
+namespace actkit {
+namespace {
+
+std::string write_text(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name + "_" + std::to_string(::getpid());
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST(TextCorpus, ExamplesAreByteWindowsWithNextByteLabels) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += char('a' + i % 26);
+  const app::TextCorpus c(write_text("corpus_windows", text), 16);
+  EXPECT_EQ(c.train_size() + c.validation_size(), (1000 - 1) / 16);
+  EXPECT_GE(c.validation_size(), 1);
+  const auto [x, y] = c.examples({0, 3});
+  ASSERT_EQ(x.sizes(), (c10::IntArrayRef{2, 16}));
+  for (int64_t t = 0; t < 16; ++t) {
+    EXPECT_EQ(x[1][t].item<int64_t>(), uint8_t(text[size_t(3 * 16 + t)]));
+    EXPECT_EQ(y[1][t].item<int64_t>(), uint8_t(text[size_t(3 * 16 + t + 1)]));
+  }
+  // The validation windows come after every training window.
+  EXPECT_GE(c.validation_id(0), c.train_size());
+  EXPECT_THROW(c.examples({c.train_size() + c.validation_size()}), InvalidInput);
+}
+
+TEST(TextCorpus, EachEpochVisitsEveryTrainingExampleOnce) {
+  const app::TextCorpus c(write_text("corpus_epochs", std::string(4000, 'x')), 32);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::set<int64_t> seen;
+    for (int64_t i = 0; i < c.train_size(); ++i) seen.insert(c.train_id_at(epoch * c.train_size() + i, 5));
+    EXPECT_EQ(int64_t(seen.size()), c.train_size());
+    EXPECT_EQ(*seen.rbegin(), c.train_size() - 1);
+  }
+  // The same order in another process: it depends on the seed alone.
+  const app::TextCorpus again(write_text("corpus_epochs2", std::string(4000, 'x')), 32);
+  for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(c.train_id_at(i, 5), again.train_id_at(i, 5));
+  bool differs = false;
+  for (int64_t i = 0; i < 50; ++i) differs = differs || c.train_id_at(i, 5) != c.train_id_at(i, 6);
+  EXPECT_TRUE(differs);
+}
+
+TEST(TextCorpus, LimitAndErrors) {
+  const std::string path = write_text("corpus_limit", std::string(4000, 'x'));
+  EXPECT_EQ(app::TextCorpus(path, 32, 10).train_size(), 10);
+  EXPECT_THROW(app::TextCorpus(path, 0), InvalidInput);
+  EXPECT_THROW(app::TextCorpus(write_text("corpus_short", "tiny"), 32), IoError);
+  EXPECT_THROW(app::TextCorpus("/no/such/corpus", 32), IoError);
+}
+
+TEST(TextCorpus, ReadsTheFortunesPackage) {
+  if (!std::filesystem::is_directory(app::kFortunesDir)) GTEST_SKIP() << "Debian's fortunes package is not installed";
+  const app::TextCorpus c(app::kFortunesDir, 128);
+  EXPECT_GT(c.bytes(), 1000000);  // about 2.5 MB of English
+  const auto [x, y] = c.examples({c.train_id_at(0, 1)});
+  EXPECT_LT(x.max().item<int64_t>(), 256);
+}
+
+}  // namespace
+}  // namespace actkit
