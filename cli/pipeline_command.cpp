@@ -223,9 +223,15 @@ int run_rank(PipelineArgs& a) {
                   {"wait_share", l.wait_seconds / std::max(1e-9, timed_s + step_s)}});
   }
   nlohmann::json peaks = nlohmann::json::array(), split = nlohmann::json::array();
+  int64_t tied = 0;
   for (const auto& s : stages) {
+    tied += s.tied_bytes;
     peaks.push_back(s.peak_memory_bytes);
     split.push_back({{"stage", s.stage}, {"pieces", {s.first_piece, s.end_piece}}, {"parameters", s.parameters}});
+  }
+  if (tied > 0) {
+    fmt::print("the tied embedding's gradient: {} bytes between stage 0 and stage {} (with the gradient codec)\n",
+               tied, c.stages - 1);
   }
   const double ratio = sent > 0 ? double(raw) / double(sent) : 1.0;
   fmt::print("train loss {:.4f}  validation loss {:.4f}  {:.0f} tokens/s  step {:.0f} ms  compression {:.2f}x\n",
@@ -257,6 +263,7 @@ int run_rank(PipelineArgs& a) {
                              {"train_losses", losses},
                              {"val_loss", val_loss},
                              {"compression_ratio", ratio},
+                             {"tied_gradient_bytes", tied},
                              {"links", jl},
                              {"split", split},
                              {"peak_memory_bytes", peaks}});

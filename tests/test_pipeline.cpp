@@ -270,6 +270,11 @@ TEST(Pipeline, CompressedBoundariesTrainCloseToFp32) {
       // quantized boundaries must not move it further than that.
       EXPECT_NEAR(loss, reference_losses[size_t(s)], 0.05) << "step " << s;
     }
+    // The tied embedding's two copies exchanged quantized gradients and
+    // still hold the same bits.
+    const auto first = read_state_dict(out + "/stage0.pt"), last = read_state_dict(out + "/stage1.pt");
+    ASSERT_TRUE(first.contains("wte.weight") && last.contains("wte.weight"));
+    EXPECT_TRUE(at::equal(first["wte.weight"], last["wte.weight"]));
     std::filesystem::remove_all(out);
   }
 }

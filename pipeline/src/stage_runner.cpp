@@ -261,21 +261,29 @@ void StageRunner::exchange_tied_gradients(int64_t step) {
       if (o != stage_) comm_.expect(o, kTiedGradients);
     }
   }
+  // Each owner sends its gradient with the backward codec (exact for fp32)
+  // and sums what every owner sent, its own included as the others decode
+  // it, in stage order: all owners then step with the same bits, and the
+  // exchange costs what a boundary gradient of that size costs.
+  std::vector<at::Tensor> own_decoded;
   for (const auto& [name, owners] : shared_) {
     at::Tensor p = named[name];
-    at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
+    const at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
+    std::vector<uint8_t> bytes = encode_boundary(g, config_.backward_codec, rounding_seed(step, 0, 2));
+    own_decoded.push_back(decode_boundary(bytes, "this stage's own gradient of " + name));
     for (int o : owners) {
-      if (o != stage_) comm_.send(o, kTiedGradients, encode_raw(g, at::kFloat).serialize());
+      if (o != stage_) {
+        tied_bytes_ += int64_t(bytes.size()) + 8;
+        comm_.send(o, kTiedGradients, bytes);
+      }
     }
   }
-  for (const auto& [name, owners] : shared_) {
+  for (size_t i = 0; i < shared_.size(); ++i) {
+    const auto& [name, owners] = shared_[i];
     at::Tensor p = named[name];
-    at::Tensor own = p.grad().defined() ? p.grad() : at::zeros_like(p);
-    // Summed in stage order on every owner, so all of them step with the
-    // same bits.
     at::Tensor total;
     for (int o : owners) {
-      at::Tensor g = own;
+      at::Tensor g = own_decoded[i];
       if (o != stage_) {
         const std::string what = c10::str("the gradient of ", name, " in step ", step);
         g = decode_boundary(comm_.recv(o, kTiedGradients, what), c10::str("stage ", o, "->", stage_, " (", what, ")"),
@@ -364,13 +372,14 @@ StageSummary StageRunner::summary() const {
   s.end_piece = bounds_[stage_ + 1];
   for (const auto& p : params_) s.parameters += p.numel();
   s.peak_memory_bytes = memory_.tracker().peak_bytes();
+  s.tied_bytes = tied_bytes_;
   return s;
 }
 
 std::pair<std::vector<LinkReport>, std::vector<StageSummary>> StageRunner::gather_reports() {
   auto encode = [](const std::vector<LinkReport>& links, const StageSummary& s) {
-    std::vector<double> v{double(s.stage), double(s.first_piece), double(s.end_piece), double(s.parameters),
-                          double(s.peak_memory_bytes)};
+    std::vector<double> v{double(s.stage),      double(s.first_piece),       double(s.end_piece),
+                          double(s.parameters), double(s.peak_memory_bytes), double(s.tied_bytes)};
     for (const auto& l : links) {
       v.insert(v.end(), {double(l.from), double(l.to), l.forward ? 1.0 : 0.0, double(l.bytes), l.wait_seconds,
                          double(l.raw_bytes)});
@@ -397,9 +406,9 @@ std::pair<std::vector<LinkReport>, std::vector<StageSummary>> StageRunner::gathe
   for (int r = 1; r < config_.stages; ++r) comm_.expect(r, kReports);
   for (int r = 1; r < config_.stages; ++r) {
     const auto v = doubles_of(comm_.recv(r, kReports, "the end-of-run report"), "the end-of-run report", r);
-    if (v.size() < 5 || (v.size() - 5) % 6 != 0) throw CommError("a malformed end-of-run report", r);
-    stages.push_back({int(v[0]), int(v[1]), int(v[2]), int64_t(v[3]), int64_t(v[4])});
-    for (size_t i = 5; i < v.size(); i += 6) {
+    if (v.size() < 6 || (v.size() - 6) % 6 != 0) throw CommError("a malformed end-of-run report", r);
+    stages.push_back({int(v[0]), int(v[1]), int(v[2]), int64_t(v[3]), int64_t(v[4]), int64_t(v[5])});
+    for (size_t i = 6; i < v.size(); i += 6) {
       merge({int(v[i]), int(v[i + 1]), v[i + 2] != 0, int64_t(v[i + 3]), v[i + 4], int64_t(v[i + 5])});
     }
   }

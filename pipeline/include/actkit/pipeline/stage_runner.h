@@ -46,6 +46,7 @@ struct StageSummary {
   int first_piece = 0, end_piece = 0;
   int64_t parameters = 0;
   int64_t peak_memory_bytes = 0;
+  int64_t tied_bytes = 0;  // sent to exchange a shared parameter's gradient (GPT-2's tied embedding)
 };
 
 class StageRunner {
@@ -112,7 +113,7 @@ class StageRunner {
   std::vector<std::pair<std::string, std::vector<int>>> shared_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   ScopedCpuTracking memory_;
-  int64_t raw_forward_bytes_ = 0, raw_backward_bytes_ = 0;
+  int64_t raw_forward_bytes_ = 0, raw_backward_bytes_ = 0, tied_bytes_ = 0;
 };
 
 }  // namespace actkit::pipeline
