@@ -248,6 +248,7 @@ int run_rank(PipelineArgs& a) {
                              {"fw_bits", c.forward_codec.bits},
                              {"bw_bits", c.backward_codec.bits},
                              {"schedule", pipeline::to_string(c.schedule)},
+                             {"in_flight", c.in_flight == 0 ? c.stages : c.in_flight},
                              {"stages", c.stages},
                              {"micro_batches", c.micro_batches},
                              {"micro_batch_size", c.micro_batch_size},
@@ -418,6 +419,9 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--micro-batch-size", c.micro_batch_size, "Examples per micro-batch")->check(CLI::PositiveNumber)
       ->capture_default_str();
   p->add_option("--schedule", a->schedule, "gpipe or 1f1b")->capture_default_str();
+  p->add_option("--in-flight", c.in_flight,
+                 "1F1B: micro-batches stage 0 may hold (default: stages); more hides a slow link's round trip")
+      ->capture_default_str();
   p->add_option("--codec", a->codec, "Boundary codec: fp32, fp16, directq or tah")->capture_default_str();
   p->add_option("--fw-bits", a->fw_bits, "Activation bits (tah: the high-entropy tokens'; the rest get one less)")
       ->capture_default_str();

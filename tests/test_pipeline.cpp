@@ -33,7 +33,7 @@ TEST(PipelineSchedule, EveryMicroBatchOnceForwardThenBackward) {
     for (int stages : {1, 2, 4}) {
       for (int m : {1, 3, 8}) {
         for (int stage = 0; stage < stages; ++stage) {
-          const auto ops = pipeline::stage_ops(s, stage, stages, m);
+          const auto ops = pipeline::stage_ops(s, stage, stages, m, s == Schedule::k1F1B && m == 8 ? stages + 2 : 0);
           ASSERT_EQ(ops.size(), size_t(2 * m));
           std::vector<int> forward_at(m, -1), backward_at(m, -1);
           for (size_t i = 0; i < ops.size(); ++i) {
@@ -57,7 +57,12 @@ TEST(PipelineSchedule, OneFOneBHoldsAtMostStagesMicroBatches) {
     EXPECT_EQ(pipeline::peak_in_flight(pipeline::stage_ops(Schedule::kGPipe, stage, stages, m)), m);
     EXPECT_EQ(pipeline::peak_in_flight(pipeline::stage_ops(Schedule::k1F1B, stage, stages, m)), stages - stage);
   }
+  // More in flight: stage s holds up to in_flight - s.
+  for (int stage = 0; stage < stages; ++stage) {
+    EXPECT_EQ(pipeline::peak_in_flight(pipeline::stage_ops(Schedule::k1F1B, stage, stages, m, 6)), 6 - stage);
+  }
   EXPECT_THROW(pipeline::stage_ops(Schedule::k1F1B, 4, 4, 8), InvalidInput);
+  EXPECT_THROW(pipeline::stage_ops(Schedule::k1F1B, 0, 4, 8, 3), InvalidInput);
   EXPECT_THROW(pipeline::parse_schedule("interleaved"), InvalidInput);
   EXPECT_EQ(pipeline::parse_schedule("1F1B"), Schedule::k1F1B);
 }

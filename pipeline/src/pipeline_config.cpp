@@ -15,6 +15,9 @@ void PipelineConfig::validate() const {
   }
   if (!(lr > 0)) throw InvalidInput(c10::str("learning rate must be > 0, got ", lr));
   if (weight_decay < 0) throw InvalidInput("weight decay must be >= 0");
+  if (in_flight != 0 && in_flight < stages) {
+    throw InvalidInput(c10::str("in flight: at least the number of stages (", stages, "), or 0, got ", in_flight));
+  }
   if (optimizer != "adamw" && optimizer != "sgd") {
     throw InvalidInput(c10::str("optimizer '", optimizer, "': expected adamw or sgd"));
   }
@@ -46,7 +49,7 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
       {"seq_len", std::to_string(seq_len)},
       {"stages", std::to_string(stages)},
       {"micro_batches", c10::str(micro_batches, "x", micro_batch_size)},
-      {"schedule", to_string(schedule)},
+      {"schedule", c10::str(to_string(schedule), " in_flight=", in_flight)},
       {"forward_codec", forward_codec.describe()},
       {"backward_codec", backward_codec.describe()},
       {"level", level.spec},

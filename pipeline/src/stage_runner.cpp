@@ -193,7 +193,7 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
                                             config_.model_options.hidden};
   std::vector<at::Tensor> inputs(static_cast<size_t>(m_count)), outputs(static_cast<size_t>(m_count));
   double loss_sum = 0;
-  for (const StageOp& op : stage_ops(config_.schedule, stage_, config_.stages, m_count)) {
+  for (const StageOp& op : stage_ops(config_.schedule, stage_, config_.stages, m_count, config_.in_flight)) {
     const int m = op.micro_batch;
     const std::string which = c10::str("micro-batch ", m, ", step ", step);
     if (op.kind == StageOp::kForward) {

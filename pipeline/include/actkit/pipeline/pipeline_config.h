@@ -26,6 +26,7 @@ struct PipelineConfig {
   int micro_batches = 4;
   int64_t micro_batch_size = 4;
   Schedule schedule = Schedule::k1F1B;
+  int in_flight = 0;  // 1F1B: micro-batches stage 0 may hold (0 = stages; see stage_ops)
   BoundaryCodec forward_codec;   // activations, stage s -> s + 1
   BoundaryCodec backward_codec;  // gradients, stage s + 1 -> s
   LevelConfig level;             // activation compression inside each stage

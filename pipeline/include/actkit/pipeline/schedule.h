@@ -27,9 +27,14 @@ struct StageOp {
 
 // The ops stage `stage` of `stages` runs in one step of `micro_batches`:
 // every micro-batch's forward once and its backward once, the backward
-// after the forward, micro-batches in order within each kind. Throws
-// InvalidInput for stage outside [0, stages) or a count < 1.
-std::vector<StageOp> stage_ops(Schedule schedule, int stage, int stages, int micro_batches);
+// after the forward, micro-batches in order within each kind.
+// `in_flight` (1F1B only; 0 = `stages`): stage 0 holds up to that many
+// micro-batches' activations, stage s up to in_flight - s. More than
+// `stages` lets the forwards run further ahead, which hides a slow link's
+// round trip (activations out, gradients back) behind computation at the
+// cost of that many more micro-batches' activations. Throws InvalidInput
+// for stage outside [0, stages), a count < 1, or 0 < in_flight < stages.
+std::vector<StageOp> stage_ops(Schedule schedule, int stage, int stages, int micro_batches, int in_flight = 0);
 
 // The largest number of micro-batches whose activations the stage holds at
 // once under `ops` (forwards done, backwards not yet).
