@@ -160,10 +160,18 @@ int run_rank(PipelineArgs& a) {
                                                            double(per_step))));
   pipeline::StageRunner runner(comm, c, *source, a.init);
   if (leader) {
-    fmt::print("{} stages of {} ({} layers, hidden {}), split at pieces {}; {}, codec {} / {}, level {}, link {} {}\n",
-               c.stages, c.model, c.model_options.layers, c.model_options.hidden, fmt::format("{}", runner.bounds()[1]),
+    // Which pieces (0 = the embeddings, 1..L = the blocks, L + 1 = the head) each stage runs.
+    std::string split;
+    for (int st = 0; st < c.stages; ++st) {
+      const int first = runner.bounds()[size_t(st)], last = runner.bounds()[size_t(st) + 1] - 1;
+      split += fmt::format("{}{}", st == 0 ? "" : " | ", first == last ? std::to_string(first)
+                                                                        : fmt::format("{}-{}", first, last));
+    }
+    fmt::print("{} stages of {} ({} layers, hidden {}; pieces {}), {}, codec {} / {}, level {}, link {} {}\n",
+               c.stages, c.model, c.model_options.layers, c.model_options.hidden, split,
                pipeline::to_string(c.schedule), c.forward_codec.describe(), c.backward_codec.describe(), c.level.spec,
                c.link_mode, format_bandwidth(first_rate(a)));
+    std::fflush(stdout);  // before the progress lines on stderr
   }
   const bool tty = isatty(STDERR_FILENO) != 0;
   const double tokens_per_step = double(per_step * c.seq_len);

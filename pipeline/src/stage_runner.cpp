@@ -120,8 +120,10 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
       }
     }
   }
-  for (const auto& name : param_names_) {
-    if (users[name].size() > 1) shared_.push_back({name, users[name]});
+  // By name (users is a sorted map): every owner then exchanges them in the
+  // same order, which is how the messages are matched.
+  for (const auto& [name, stages] : users) {
+    if (stages.size() > 1 && mine.count(name) != 0) shared_.push_back({name, stages});
   }
 
   if (!init.empty()) {
