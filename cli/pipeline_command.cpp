@@ -8,8 +8,6 @@
 // RANK and WORLD_SIZE set (by the launcher, by torchrun-style tooling, or by
 // hand on several machines), it is that rank.
 #include <fmt/core.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,20 +76,6 @@ class CorpusSource : public pipeline::BatchSource {
   int64_t val_batches_;
 };
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return 29500;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // The rate of the first boundary (what the JSON's bandwidth_bps reports).
 double first_rate(const PipelineArgs& a) {
@@ -283,7 +267,7 @@ int run_rank(PipelineArgs& a) {
 // Starts one rank per stage (this program again) and waits for them.
 int launch(PipelineArgs& a) {
   const pipeline::PipelineConfig& c = a.config;
-  const int port = a.port > 0 ? a.port : free_port();
+  const int port = a.port > 0 ? a.port : free_local_port();
   // The stages share this machine's cores.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = std::to_string(std::max(1u, cores / unsigned(c.stages)));

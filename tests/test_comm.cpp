@@ -1,8 +1,6 @@
 // comm/: real processes (tests/comm_peer_main.cpp) on loopback, joined by
 // c10d's TCPStore and Gloo; and the link arithmetic on its own.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,21 +18,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A TCP port nobody listens on right now (the kernel picks it).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::vector<app::ProcessResult> run_peers(int world, const std::vector<std::string>& args, int timeout_s = 20) {
-  const int port = free_port();
+  const int port = free_local_port();
   std::vector<app::ProcessSpec> specs;
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> argv{ACTKIT_COMM_PEER};

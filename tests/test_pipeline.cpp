@@ -2,8 +2,6 @@
 // pipelines of 2 and 4 real processes against one process training the
 // same model on the same micro-batches.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <torch/torch.h>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "actkit/app/process.h"
+#include "actkit/comm/group_config.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
 #include "actkit/pipeline/boundary_codec.h"
@@ -129,17 +128,6 @@ TEST(BoundaryPayload, RoundTripsAndNamesTheBoundaryWhenCorrupt) {
   EXPECT_THROW(pipeline::parse_boundary_codec("zip", 4), InvalidInput);
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Runs a pipeline of `stages` processes; returns the directory they saved to.
 std::string run_pipeline(int stages, const std::string& schedule, const std::string& codec, int fw, int bw,
@@ -148,7 +136,7 @@ std::string run_pipeline(int stages, const std::string& schedule, const std::str
                           std::to_string(stages) + schedule + codec + level + (init.empty() ? "" : "_init");
   std::filesystem::remove_all(out);
   std::filesystem::create_directories(out);
-  const int port = free_port();
+  const int port = free_local_port();
   std::vector<app::ProcessSpec> specs;
   for (int r = 0; r < stages; ++r) {
     specs.push_back({{ACTKIT_PIPELINE_PEER, schedule, codec, std::to_string(fw), std::to_string(bw),

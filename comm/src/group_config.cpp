@@ -2,6 +2,10 @@
 
 #include <c10/util/StringUtil.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -54,6 +58,19 @@ GroupConfig GroupConfig::from_env() {
   c.timeout = std::chrono::seconds(env_int("ACTKIT_COMM_TIMEOUT", 300, false));
   c.validate();
   return c;
+}
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(a.sin_port) : 29500;
 }
 
 }  // namespace actkit

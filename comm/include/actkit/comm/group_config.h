@@ -32,4 +32,9 @@ struct GroupConfig {
   static bool in_env();
 };
 
+// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel
+// picks it), for a launcher that starts every rank on this machine; 29500
+// when none can be had. Another program may take it before the group does.
+int free_local_port();
+
 }  // namespace actkit
