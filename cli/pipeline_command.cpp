@@ -42,7 +42,7 @@ struct PipelineArgs {
   int64_t validation_batches = 8;
   std::string init, save, json_path;
   int port = 0;
-  int timeout_s = 300;
+  int timeout_s = 0;  // 0: ACTKIT_COMM_TIMEOUT, else 300 s
 };
 
 // The training examples of a TextCorpus as the pipeline's micro-batches.
@@ -76,6 +76,14 @@ class CorpusSource : public pipeline::BatchSource {
   int64_t val_batches_;
 };
 
+
+// --timeout, else ACTKIT_COMM_TIMEOUT, else 300 s: how long a rank waits.
+int timeout_seconds(const PipelineArgs& a) {
+  if (a.timeout_s > 0) return a.timeout_s;
+  const char* env = std::getenv("ACTKIT_COMM_TIMEOUT");
+  const int v = env != nullptr ? std::atoi(env) : 0;
+  return v > 0 ? v : 300;
+}
 
 // The rate of the first boundary (what the JSON's bandwidth_bps reports).
 double first_rate(const PipelineArgs& a) {
@@ -120,7 +128,7 @@ void finish_config(PipelineArgs& a) {
 int run_rank(PipelineArgs& a) {
   pipeline::PipelineConfig& c = a.config;
   GroupConfig g = GroupConfig::from_env();
-  g.timeout = std::chrono::seconds(a.timeout_s);
+  if (a.timeout_s > 0) g.timeout = std::chrono::seconds(a.timeout_s);  // else ACTKIT_COMM_TIMEOUT or 300 s
   Communicator comm(g);
   const bool leader = comm.rank() == 0;
 
@@ -142,6 +150,12 @@ int run_rank(PipelineArgs& a) {
                   : std::max<int64_t>(1, int64_t(std::ceil(a.epochs * double(train_examples > 0 ? train_examples
                                                                                                   : per_step) /
                                                            double(per_step))));
+  if (source->validation_batches() < 1) {
+    throw InvalidInput(c10::str("pipeline: the validation text holds fewer examples than one micro-batch of ",
+                                c.micro_batch_size, "; use a smaller --micro-batch-size or --seq-len"));
+  }
+  c.run = c10::str("data=", a.data, " examples=", train_examples, " limit=", a.train_limit, " steps=", steps,
+                   " validation=", source->validation_batches(), " init=", a.init.empty() ? "no" : "yes");
   pipeline::StageRunner runner(comm, c, *source, a.init);
   if (leader) {
     // Which pieces (0 = the embeddings, 1..L = the blocks, L + 1 = the head) each stage runs.
@@ -282,7 +296,7 @@ int launch(PipelineArgs& a) {
                       {"MASTER_PORT", std::to_string(port)},
                       {"OMP_NUM_THREADS", threads}}});
   }
-  const auto results = app::run_processes(ranks, std::chrono::seconds(a.timeout_s + 5));
+  const auto results = app::run_processes(ranks, std::chrono::seconds(timeout_seconds(a) + 5));
   for (size_t r = 0; r < results.size(); ++r) {
     if (!results[r].succeeded()) {
       throw Error(results[r].signal != 0 ? c10::str("pipeline: rank ", r, " was killed by signal ", results[r].signal)
@@ -375,7 +389,7 @@ int launch_shaped(PipelineArgs& a) {
                       {"GLOO_SOCKET_IFNAME", rank_interface(r)},
                       {"OMP_NUM_THREADS", threads}}});
   }
-  const auto results = app::run_processes(ranks, std::chrono::seconds(a.timeout_s + 5));
+  const auto results = app::run_processes(ranks, std::chrono::seconds(timeout_seconds(a) + 5));
   for (size_t r = 0; r < results.size(); ++r) {
     if (!results[r].succeeded()) throw Error(c10::str("pipeline: rank ", r, " failed (its error is above)"));
   }
@@ -441,8 +455,8 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--init", a->init, "Checkpoint to start from (a file, or a directory --save wrote)");
   p->add_option("--save", a->save, "Directory for each stage's parameters at the end");
   p->add_option("--port", a->port, "Port of the rendezvous (default: a free one)");
-  p->add_option("--timeout", a->timeout_s, "Seconds any rank waits for another before failing")
-      ->capture_default_str();
+  p->add_option("--timeout", a->timeout_s,
+                 "Seconds any rank waits for another before failing (default: ACTKIT_COMM_TIMEOUT, else 300)");
   p->add_option("--json", a->json_path, "Write the results as JSON to this file");
   p->callback([a] {
     a->argv = command_line();  // the ranks get the arguments this command was given

@@ -7,6 +7,7 @@
 //   actkit_comm_peer mismatch            the last rank reports different bits
 //   actkit_comm_peer dead                rank 0 exits without sending; the others wait
 //   actkit_comm_peer hang                rank 0 sleeps without sending; the others wait
+//   actkit_comm_peer oversized           rank 0 sends more than rank 1 expects
 //   actkit_comm_peer rate BYTES RATE LATENCY OUT
 //                                        rank 0 sends BYTES to rank 1 over the
 //                                        emulated link; rank 1 writes the rate it
@@ -138,6 +139,17 @@ int main(int argc, char** argv) {
     if (scenario == "mismatch") {
       const std::string bits = c.rank() == c.world_size() - 1 ? "3" : "4";
       return expect_comm_error([&] { c.handshake({{"model", "gpt2"}, {"fw_bits", bits}}); }, "fw_bits");
+    }
+    if (scenario == "oversized") {
+      c.barrier();
+      if (c.rank() == 0) {
+        // Its bytes are never taken: leave once the size has gone.
+        c.send(1, 0, std::vector<uint8_t>(1000, 1));
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        _exit(0);
+      }
+      c.expect(0, 0, 1, 100);
+      return expect_comm_error([&] { c.recv(0, 0, "a small message"); }, "at most 100");
     }
     if (scenario == "dead" || scenario == "hang") {
       c.barrier();

@@ -47,6 +47,12 @@ TEST(Comm, HandshakeMismatchFailsOnEveryRank) {
   for (int r = 0; r < 3; ++r) EXPECT_EQ(results[r].exit_status, 3) << "rank " << r;
 }
 
+TEST(Comm, OversizedMessageIsRefusedBeforeItIsReceived) {
+  const auto results = run_peers(2, {"oversized"}, 10);
+  EXPECT_EQ(results[0].exit_status, 0);
+  EXPECT_EQ(results[1].exit_status, 3);
+}
+
 TEST(Comm, DeadPeerIsNamedNotWaitedForever) {
   const auto t0 = Clock::now();
   const auto results = run_peers(2, {"dead"}, 5);

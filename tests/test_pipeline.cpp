@@ -131,7 +131,8 @@ TEST(BoundaryPayload, RoundTripsAndNamesTheBoundaryWhenCorrupt) {
 
 // Runs a pipeline of `stages` processes; returns the directory they saved to.
 std::string run_pipeline(int stages, const std::string& schedule, const std::string& codec, int fw, int bw,
-                         int steps, const std::string& level = "L0", const std::string& init = "") {
+                         int steps, const std::string& level = "L0", const std::string& init = "",
+                         bool should_succeed = true) {
   const std::string out = ::testing::TempDir() + "actkit_pipeline_" + std::to_string(::getpid()) + "_" +
                           std::to_string(stages) + schedule + codec + level + (init.empty() ? "" : "_init");
   std::filesystem::remove_all(out);
@@ -147,7 +148,9 @@ std::string run_pipeline(int stages, const std::string& schedule, const std::str
                       {"MASTER_PORT", std::to_string(port)},
                       {"ACTKIT_COMM_TIMEOUT", "60"}}});
   }
-  for (const auto& r : app::run_processes(specs, std::chrono::seconds(30))) EXPECT_TRUE(r.succeeded());
+  bool all = true;
+  for (const auto& r : app::run_processes(specs, std::chrono::seconds(30))) all = all && r.succeeded();
+  EXPECT_EQ(all, should_succeed);
   return out;
 }
 
@@ -229,6 +232,9 @@ TEST(Pipeline, CheckpointsReloadUnderAnotherSplit) {
     ASSERT_TRUE(after.count(name)) << name;
     EXPECT_TRUE(at::equal(after.at(name), t)) << name;
   }
+  // A directory that mixes two runs' stage files is refused, not merged.
+  std::filesystem::copy_file(two + "/stage0of2.pt", four + "/stage0of2.pt");
+  std::filesystem::remove_all(run_pipeline(2, "gpipe", "fp32", 0, 0, 0, "L0", four, false));
   std::filesystem::remove_all(two);
   std::filesystem::remove_all(four);
 }
@@ -265,7 +271,7 @@ TEST(Pipeline, CompressedBoundariesTrainCloseToFp32) {
     }
     // The tied embedding's two copies exchanged quantized gradients and
     // still hold the same bits.
-    const auto first = read_state_dict(out + "/stage0.pt"), last = read_state_dict(out + "/stage1.pt");
+    const auto first = read_state_dict(out + "/stage0of2.pt"), last = read_state_dict(out + "/stage1of2.pt");
     ASSERT_TRUE(first.contains("wte.weight") && last.contains("wte.weight"));
     EXPECT_TRUE(at::equal(first["wte.weight"], last["wte.weight"]));
     std::filesystem::remove_all(out);

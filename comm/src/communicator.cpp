@@ -41,6 +41,7 @@ struct Outbound {
   std::deque<Outgoing> queue;
   bool busy = false;  // a message is being sent
   bool stop = false;
+  Clock::time_point last_delivery{};  // when the emulated link delivers the last queued message
   std::string error;  // first failure; later sends refuse
   ChannelStats stats;
   std::thread thread;
@@ -50,7 +51,7 @@ struct Outbound {
 struct Inbound {
   std::mutex mutex;
   std::condition_variable cv;
-  int to_fetch = 0;  // announced by expect(), not yet received
+  std::deque<int64_t> limits;  // size limit of each message announced by expect() and not yet received
   std::deque<std::vector<uint8_t>> ready;
   bool stop = false;
   std::string error;
@@ -69,6 +70,7 @@ struct Communicator::Impl {
   std::map<std::pair<int, int>, std::unique_ptr<Outbound>> outbound;
   std::map<std::pair<int, int>, std::unique_ptr<Inbound>> inbound;
   std::mutex maps_mutex;  // guards the two maps (entries are stable once made)
+  int handshakes = 0;     // calls so far; every rank makes the same calls
 
   std::string me() const { return c10::str("rank ", config.rank); }
 
@@ -137,21 +139,26 @@ struct Communicator::Impl {
   void receive_loop(Inbound& in, int peer, int channel) {
     std::unique_lock<std::mutex> lock(in.mutex);
     for (;;) {
-      in.cv.wait(lock, [&] { return in.stop || in.to_fetch > 0; });
+      in.cv.wait(lock, [&] { return in.stop || !in.limits.empty(); });
       if (in.stop) return;
+      const int64_t limit = in.limits.front();
       lock.unlock();
       std::vector<uint8_t> bytes;
       std::string error;
       try {
+        // Tensors the c10d Work owns: a receive that outlives this loop (a
+        // timeout, then a late message) still writes into live memory.
         std::vector<at::Tensor> size{at::empty({1}, at::kLong)};
         if (!start_and_wait(in, size, peer, size_tag(channel))) return;  // aborted at teardown
         const int64_t n = size[0].item<int64_t>();
-        if (n < 0 || n > kMaxMessageBytes) {
-          error = c10::str("it announced a message of ", n, " bytes (corrupt stream or a different program)");
+        if (n < 0 || n > limit) {
+          error = c10::str("it announced a message of ", n, " bytes where at most ", limit,
+                           " were expected (a corrupt stream, or a different program)");
         } else if (n > 0) {
-          bytes.resize(size_t(n));
-          std::vector<at::Tensor> data{at::from_blob(bytes.data(), {n}, at::kByte)};
+          std::vector<at::Tensor> data{at::empty({n}, at::kByte)};
           if (!start_and_wait(in, data, peer, bytes_tag(channel))) return;
+          const uint8_t* p = data[0].data_ptr<uint8_t>();
+          bytes.assign(p, p + n);
         }
       } catch (const std::exception& e) {
         error = e.what();
@@ -162,7 +169,7 @@ struct Communicator::Impl {
         in.cv.notify_all();
         return;  // the stream from this peer is broken: every later recv fails
       }
-      --in.to_fetch;
+      in.limits.pop_front();
       in.ready.push_back(std::move(bytes));
       in.cv.notify_all();
     }
@@ -266,6 +273,7 @@ void Communicator::send(int peer, int channel, std::vector<uint8_t> bytes) {
   const Clock::time_point deliver_at = s.pacers[size_t(peer)]->reserve(wire_bytes, Clock::now());
   o.stats.messages += 1;
   o.stats.bytes += int64_t(wire_bytes);
+  o.last_delivery = std::max(o.last_delivery, deliver_at);
   o.queue.push_back({std::move(bytes), deliver_at});
   o.cv.notify_all();
 }
@@ -281,9 +289,10 @@ void Communicator::flush() {
   for (auto& [key, o] : all) {
     std::unique_lock<std::mutex> lock(o->mutex);
     const Clock::time_point t1 = Clock::now();
-    // The emulated link may hold a message back for its serialization time
-    // plus latency; the timeout counts from when it could have left.
-    const bool done = o->cv.wait_for(lock, s.config.timeout + std::chrono::seconds(1), [&] {
+    // The emulated link holds messages back until it would have delivered
+    // them; the timeout counts from the last of those deliveries.
+    const Clock::time_point deadline = std::max(t1, o->last_delivery) + s.config.timeout;
+    const bool done = o->cv.wait_until(lock, deadline, [&] {
       return !o->error.empty() || (o->queue.empty() && !o->busy);
     });
     o->stats.wait_seconds += seconds_since(t1);
@@ -296,13 +305,16 @@ void Communicator::flush() {
   }
 }
 
-void Communicator::expect(int peer, int channel, int count) {
+void Communicator::expect(int peer, int channel, int count, int64_t max_bytes) {
   Impl& s = *impl_;
   s.check_peer(peer, channel, "expect");
   if (count < 0) throw InvalidInput("expect: negative count");
+  if (max_bytes < 0 || max_bytes > kMaxMessageBytes) {
+    throw InvalidInput(c10::str("expect: a message limit of ", max_bytes, " bytes is outside 0..", kMaxMessageBytes));
+  }
   Inbound& in = s.inbound_for(peer, channel);
   std::lock_guard<std::mutex> lock(in.mutex);
-  in.to_fetch += count;
+  for (int i = 0; i < count; ++i) in.limits.push_back(max_bytes);
   in.cv.notify_all();
 }
 
@@ -311,7 +323,7 @@ std::vector<uint8_t> Communicator::recv(int peer, int channel, const std::string
   s.check_peer(peer, channel, "recv");
   Inbound& in = s.inbound_for(peer, channel);
   std::unique_lock<std::mutex> lock(in.mutex);
-  if (in.ready.empty() && in.to_fetch == 0 && in.error.empty()) {
+  if (in.ready.empty() && in.limits.empty() && in.error.empty()) {
     throw InvalidInput(c10::str("recv of ", what, " from rank ", peer, " on channel ", channel,
                                 ": no message was announced with expect()"));
   }
@@ -341,7 +353,8 @@ void Communicator::handshake(const std::vector<std::pair<std::string, std::strin
   std::ostringstream mine;
   for (const auto& [name, value] : facts) mine << name << '\n' << value << '\n';
   const std::string text = mine.str();
-  const auto key = [](int r) { return c10::str("handshake/", r); };
+  const int round = s.handshakes++;  // each call compares under keys of its own
+  const auto key = [round](int r) { return c10::str("handshake/", round, "/", r); };
   try {
     s.store->set(key(s.config.rank), std::vector<uint8_t>(text.begin(), text.end()));
   } catch (const std::exception& e) {

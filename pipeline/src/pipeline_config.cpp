@@ -57,6 +57,7 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
       {"optimizer", c10::str(optimizer, " lr=", lr, " wd=", weight_decay)},
       {"seed", std::to_string(seed)},
       {"links", links_text(forward_links) + "|" + links_text(backward_links) + "|" + link_mode},
+      {"run", run},
   };
 }
 

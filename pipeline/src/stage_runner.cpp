@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -19,6 +21,14 @@ namespace actkit::pipeline {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Reports are a few numbers per link and stage.
+constexpr int64_t kMaxReportBytes = int64_t(1) << 20;
+
+// The largest payload a tensor of `numel` values can make with any boundary
+// codec: fp32 values, the header (rank <= 16, the codec extension) and the
+// checksum. A peer announcing more is not sending that tensor.
+int64_t payload_limit(int64_t numel) { return numel * int64_t(sizeof(float)) + 4096; }
 
 std::vector<uint8_t> bytes_of(const std::vector<double>& values) {
   std::vector<uint8_t> b(values.size() * sizeof(double));
@@ -35,17 +45,35 @@ std::vector<double> doubles_of(const std::vector<uint8_t>& bytes, const std::str
   return v;
 }
 
-// Every tensor of a checkpoint: one state-dict file, or every .pt file of a
-// directory written by StageRunner::save (any number of stages).
+// Every tensor of a checkpoint: one state-dict file, or the stage<s>of<K>.pt
+// files of a directory written by StageRunner::save, which must all be
+// there and all come from one run of K stages (files of a run with another
+// K are refused, not mixed in).
 std::map<std::string, at::Tensor> read_checkpoint(const std::string& path) {
   std::map<std::string, at::Tensor> tensors;
   std::vector<std::string> files;
   if (std::filesystem::is_directory(path)) {
+    std::map<int, std::set<int>> runs;  // K -> the stages present
     for (const auto& e : std::filesystem::directory_iterator(path)) {
-      if (e.path().extension() == ".pt") files.push_back(e.path().string());
+      int s = -1, k = -1;
+      char tail = 0;
+      const std::string name = e.path().filename().string();
+      if (std::sscanf(name.c_str(), "stage%dof%d.p%c", &s, &k, &tail) == 3 && tail == 't' &&
+          name == c10::str("stage", s, "of", k, ".pt") && s >= 0 && s < k) {
+        runs[k].insert(s);
+        files.push_back(e.path().string());
+      }
+    }
+    if (runs.empty()) throw FormatError(c10::str("checkpoint ", path, ": no stage<s>of<K>.pt files in the directory"));
+    if (runs.size() > 1) {
+      throw FormatError(c10::str("checkpoint ", path, " holds the stages of runs with ", runs.begin()->first, " and ",
+                                 runs.rbegin()->first, " stages; keep one run's files"));
+    }
+    const auto& [k, present] = *runs.begin();
+    if (int(present.size()) != k) {
+      throw FormatError(c10::str("checkpoint ", path, ": ", present.size(), " of the ", k, " stage files are there"));
     }
     std::sort(files.begin(), files.end());
-    if (files.empty()) throw FormatError(c10::str("checkpoint ", path, ": the directory holds no .pt files"));
   } else {
     files.push_back(path);
   }
@@ -73,6 +101,8 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
                                 " ranks: one rank per stage"));
   }
   stage_ = comm.rank();
+  // Agree on the configuration before anything else crosses between ranks.
+  comm_.handshake(config_.facts());
   at::manual_seed(int64_t(config_.seed));  // the same initial weights on every rank
   model_ = make_model(config_.model, config_.model_options);
   all_pieces_ = model_->pieces();
@@ -96,9 +126,13 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
       }
       for (int r = 1; r < config_.stages; ++r) comm_.send(r, kReports, bytes_of(costs));
     } else {
-      comm_.expect(0, kReports);
+      comm_.expect(0, kReports, 1, kMaxReportBytes);
       costs = doubles_of(comm_.recv(0, kReports, "the measured piece times"), "the measured piece times", 0);
-      if (costs.size() != all_pieces_.size()) throw CommError("rank 0 measured a different model", 0);
+      if (costs.size() != all_pieces_.size()) {
+        throw CommError(c10::str("rank ", stage_, ": rank 0 measured ", costs.size(), " model pieces, this rank has ",
+                                 all_pieces_.size()),
+                        0);
+      }
     }
   }
   bounds_ = balance_stages(costs, config_.stages);
@@ -160,13 +194,15 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
   if (!first() && !config_.backward_links.empty()) {
     comm_.set_link(stage_ - 1, config_.backward_links[size_t(stage_ - 1)]);
   }
-  auto facts = config_.facts();
-  facts.push_back({"split", c10::str(c10::Join(",", bounds_))});
-  comm_.handshake(facts);
+  comm_.handshake({{"split", c10::str(c10::Join(",", bounds_))}});
   memory_.tracker().reset_peak();
 }
 
 StageRunner::~StageRunner() = default;
+
+int64_t StageRunner::boundary_limit() const {
+  return payload_limit(config_.micro_batch_size * config_.seq_len * config_.model_options.hidden);
+}
 
 std::string StageRunner::boundary(int from, int to) const { return c10::str("boundary ", from, "->", to); }
 
@@ -186,9 +222,9 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
   const auto t0 = Clock::now();
   const int m_count = config_.micro_batches;
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-  if (!first()) comm_.expect(stage_ - 1, kActivations, m_count);
-  if (!last()) comm_.expect(stage_ + 1, kGradients, m_count);
-  if (first() && !last()) comm_.expect(config_.stages - 1, kReports);
+  if (!first()) comm_.expect(stage_ - 1, kActivations, m_count, boundary_limit());
+  if (!last()) comm_.expect(stage_ + 1, kGradients, m_count, boundary_limit());
+  if (first() && !last()) comm_.expect(config_.stages - 1, kReports, 1, kMaxReportBytes);
   converted_.controller->reset_gradients(params_);
 
   const std::vector<int64_t> boundary_shape{config_.micro_batch_size, config_.seq_len,
@@ -247,7 +283,9 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
   } else if (first() && !last()) {
     const auto v = doubles_of(comm_.recv(config_.stages - 1, kReports, c10::str("the loss of step ", step)),
                               "the loss", config_.stages - 1);
-    if (v.size() != 1) throw CommError("the last stage sent a malformed loss", config_.stages - 1);
+    if (v.size() != 1) {
+      throw CommError(c10::str("rank 0: rank ", config_.stages - 1, " sent a malformed loss"), config_.stages - 1);
+    }
     loss_sum = v[0];
   }
   report.loss = loss_sum;
@@ -260,7 +298,7 @@ void StageRunner::exchange_tied_gradients(int64_t step) {
   const auto named = model_->named_parameters();
   for (const auto& [name, owners] : shared_) {
     for (int o : owners) {
-      if (o != stage_) comm_.expect(o, kTiedGradients);
+      if (o != stage_) comm_.expect(o, kTiedGradients, 1, payload_limit(named[name].numel()));
     }
   }
   // Each owner sends its gradient with the backward codec (exact for fp32)
@@ -301,8 +339,8 @@ double StageRunner::validate() {
   torch::NoGradGuard no_grad;
   model_->eval();
   const int64_t n = data_.validation_batches();
-  if (!first()) comm_.expect(stage_ - 1, kActivations, int(n));
-  if (first() && !last()) comm_.expect(config_.stages - 1, kReports);
+  if (!first()) comm_.expect(stage_ - 1, kActivations, int(n), boundary_limit());
+  if (first() && !last()) comm_.expect(config_.stages - 1, kReports, 1, kMaxReportBytes);
   const std::vector<int64_t> boundary_shape{config_.micro_batch_size, config_.seq_len,
                                             config_.model_options.hidden};
   double sum = 0;
@@ -332,7 +370,10 @@ double StageRunner::validate() {
   } else if (first() && !last()) {
     const auto v = doubles_of(comm_.recv(config_.stages - 1, kReports, "the validation loss"), "the validation loss",
                               config_.stages - 1);
-    if (v.size() != 1) throw CommError("the last stage sent a malformed validation loss", config_.stages - 1);
+    if (v.size() != 1) {
+      throw CommError(c10::str("rank 0: rank ", config_.stages - 1, " sent a malformed validation loss"),
+                      config_.stages - 1);
+    }
     mean = v[0];
   }
   return mean;
@@ -346,7 +387,7 @@ torch::OrderedDict<std::string, at::Tensor> StageRunner::named_parameters() cons
 
 void StageRunner::save(const std::string& dir) const {
   std::filesystem::create_directories(dir);
-  save_tensors(named_parameters(), c10::str(dir, "/stage", stage_, ".pt"));
+  save_tensors(named_parameters(), c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt"));
 }
 
 std::vector<LinkReport> StageRunner::link_reports() const {
@@ -405,10 +446,12 @@ std::pair<std::vector<LinkReport>, std::vector<StageSummary>> StageRunner::gathe
     m.raw_bytes += l.raw_bytes;
   };
   for (const auto& l : link_reports()) merge(l);
-  for (int r = 1; r < config_.stages; ++r) comm_.expect(r, kReports);
+  for (int r = 1; r < config_.stages; ++r) comm_.expect(r, kReports, 1, kMaxReportBytes);
   for (int r = 1; r < config_.stages; ++r) {
     const auto v = doubles_of(comm_.recv(r, kReports, "the end-of-run report"), "the end-of-run report", r);
-    if (v.size() < 6 || (v.size() - 6) % 6 != 0) throw CommError("a malformed end-of-run report", r);
+    bool sound = v.size() >= 6 && (v.size() - 6) % 6 == 0;
+    for (double x : v) sound = sound && std::isfinite(x) && std::fabs(x) < 9e15;  // integers fit exactly below 2^53
+    if (!sound) throw CommError(c10::str("rank 0: rank ", r, " sent a malformed end-of-run report"), r);
     stages.push_back({int(v[0]), int(v[1]), int(v[2]), int64_t(v[3]), int64_t(v[4]), int64_t(v[5])});
     for (size_t i = 6; i < v.size(); i += 6) {
       merge({int(v[i]), int(v[i + 1]), v[i + 2] != 0, int64_t(v[i + 3]), v[i + 4], int64_t(v[i + 5])});

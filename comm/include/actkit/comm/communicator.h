@@ -65,10 +65,13 @@ class Communicator {
   // timeout.
   void flush();
 
-  // Announces that `count` more messages will come from `peer` on
-  // `channel`; a thread starts receiving them at once so the transfer
-  // overlaps whatever this rank does until it calls recv().
-  void expect(int peer, int channel, int count = 1);
+  // Announces that `count` more messages of at most `max_bytes` each will
+  // come from `peer` on `channel`; a thread starts receiving them at once so
+  // the transfer overlaps whatever this rank does until it calls recv(). A
+  // peer announcing a larger message breaks the stream (recv throws
+  // CommError) before anything is allocated for it. Throws InvalidInput for
+  // a bad peer, channel, count or limit.
+  void expect(int peer, int channel, int count = 1, int64_t max_bytes = kMaxMessageBytes);
   // The next message from `peer` on `channel` (expect() must have
   // announced it). `what` says what it is, for errors ("activations of
   // micro-batch 3 in step 7"). Throws CommError naming the peer and `what`

@@ -38,6 +38,9 @@ struct PipelineConfig {
   // Emulated links, one per boundary (stages - 1 of each; empty: unlimited).
   std::vector<LinkSpec> forward_links, backward_links;
   std::string link_mode = "process";  // "process" (paced here) or "kernel" (tc shapes the sockets)
+  // What else every rank must agree on, as the caller states it: the data,
+  // the number of steps and validation batches, ... (compared as text).
+  std::string run;
 
   // Throws InvalidInput naming the first setting out of range.
   void validate() const;

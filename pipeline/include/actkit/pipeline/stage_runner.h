@@ -97,6 +97,7 @@ class StageRunner {
   void exchange_tied_gradients(int64_t step);
   uint64_t rounding_seed(int64_t step, int micro_batch, int direction) const;
   std::string boundary(int from, int to) const;
+  int64_t boundary_limit() const;  // most bytes a boundary message may announce
 
   Communicator& comm_;
   PipelineConfig config_;
