@@ -39,6 +39,40 @@ double accuracy(ZooModel& model, const ImageDataset& test, at::Device device) {
   return double(correct) / double(test.images.size(0));
 }
 
+// Mean wall time of the steps after the first (which pays for warm-up).
+struct StepTiming {
+  double total_ms = 0;
+  int64_t steps = 0;
+  double mean_ms() const { return steps > 0 ? total_ms / double(steps) : 0; }
+};
+
+// One training step, the same for every model: the level's gradient
+// policy, forward, `loss_of(output)`, backward, the optimizer and the
+// controller. The first step's activation memory goes into r. Returns the
+// loss.
+double timed_step(ZooModel& model, const ConvertResult& converted, torch::optim::Optimizer& opt, MemoryMeter& meter,
+                  at::Device device, const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& loss_of,
+                  TrainResult& r, StepTiming& timing) {
+  const auto t0 = std::chrono::steady_clock::now();
+  converted.controller->reset_gradients(model.parameters());
+  const int64_t before = r.steps == 0 ? meter.current() : 0;
+  at::Tensor out = model.forward(x);
+  at::Tensor loss = loss_of(out);
+  if (r.steps == 0) r.activation_bytes = activation_bytes(before, meter.current(), out, loss);
+  out = at::Tensor();
+  loss.backward();
+  opt.step();
+  converted.controller->step();
+  synchronize(device);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (r.steps > 0) {
+    timing.total_ms += ms;
+    ++timing.steps;
+  }
+  ++r.steps;
+  return loss.item<double>();
+}
+
 // Random bytes with a learnable rule (each byte is the previous plus one,
 // at random restarts), for runs without the corpus.
 std::pair<at::Tensor, at::Tensor> synthetic_text(int64_t n, int64_t t, uint64_t seed) {
@@ -107,8 +141,7 @@ TrainResult run_language_training(const TrainConfig& c, const std::function<void
   r.test_examples = corpus ? corpus->validation_size() : 4 * c.batch;
   const int64_t steps_per_epoch = (r.train_examples + c.batch - 1) / c.batch;
   const int64_t total_steps = steps_per_epoch * c.epochs;
-  double timed_ms = 0;
-  int64_t timed_steps = 0;
+  StepTiming timing;
   meter.reset_peak();
   for (int epoch = 0; epoch < c.epochs; ++epoch) {
     double loss_sum = 0;
@@ -127,24 +160,11 @@ TrainResult run_language_training(const TrainConfig& c, const std::function<void
       for (auto& group : opt.param_groups()) {
         group.options().set_lr(c.lr * 0.5 * (1 + std::cos(M_PI * double(r.steps) / double(total_steps))));
       }
-      const auto t0 = std::chrono::steady_clock::now();
-      converted.controller->reset_gradients(model->parameters());
-      const int64_t before = r.steps == 0 ? meter.current() : 0;
-      at::Tensor out = model->forward(x);
-      at::Tensor loss = fused_cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}));
-      if (r.steps == 0) r.activation_bytes = activation_bytes(before, meter.current(), out, loss);
-      out = at::Tensor();
-      loss.backward();
-      opt.step();
-      converted.controller->step();
-      synchronize(device);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (r.steps > 0) {
-        timed_ms += ms;
-        ++timed_steps;
-      }
-      ++r.steps;
-      loss_sum += loss.item<double>();
+      loss_sum += timed_step(*model, converted, opt, meter, device, x,
+                             [&](const at::Tensor& out) {
+                               return fused_cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}));
+                             },
+                             r, timing);
       if (on_progress) on_progress({epoch, s + 1, steps_per_epoch, loss_sum / double(s + 1)});
     }
     r.final_train_loss = loss_sum / double(steps_per_epoch);
@@ -152,7 +172,7 @@ TrainResult run_language_training(const TrainConfig& c, const std::function<void
     r.final_validation_loss = validation_loss(*model, corpus.get(), c.batch, c.seq_len, c.seed, device);
     meter.reset_peak();
   }
-  r.step_time_ms = timed_steps > 0 ? timed_ms / double(timed_steps) : 0;
+  r.step_time_ms = timing.mean_ms();
   if (!c.save.empty()) save_state_dict(*model, c.save);
   return r;
 }
@@ -207,8 +227,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   const int64_t steps_per_epoch = (r.train_examples + c.batch - 1) / c.batch;
   const int64_t total_steps = steps_per_epoch * c.epochs;
   auto& sgd_options = static_cast<torch::optim::SGDOptions&>(opt.param_groups()[0].options());
-  double timed_ms = 0;
-  int64_t timed_steps = 0;
+  StepTiming timing;
   meter.reset_peak();
   for (int epoch = 0; epoch < c.epochs; ++epoch) {
     const at::Tensor order = at::randperm(r.train_examples, at::kLong);
@@ -221,24 +240,8 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
       // Cosine decay to zero: the final model, and so the reported accuracy,
       // does not hinge on the noise of the last few steps.
       sgd_options.lr(c.lr * 0.5 * (1 + std::cos(M_PI * double(r.steps) / double(total_steps))));
-      const auto t0 = std::chrono::steady_clock::now();
-      converted.controller->reset_gradients(model->parameters());
-      const int64_t before = r.steps == 0 ? meter.current() : 0;
-      at::Tensor out = model->forward(x);
-      at::Tensor loss = model->loss(x, out, y);
-      if (r.steps == 0) r.activation_bytes = activation_bytes(before, meter.current(), out, loss);
-      out = at::Tensor();
-      loss.backward();
-      opt.step();
-      converted.controller->step();
-      synchronize(device);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (r.steps > 0) {
-        timed_ms += ms;
-        ++timed_steps;
-      }
-      ++r.steps;
-      loss_sum += loss.item<double>();
+      loss_sum += timed_step(*model, converted, opt, meter, device, x,
+                             [&](const at::Tensor& out) { return model->loss(x, out, y); }, r, timing);
       if (on_progress) on_progress({epoch, s + 1, steps_per_epoch, loss_sum / double(s + 1)});
     }
     r.final_train_loss = loss_sum / double(steps_per_epoch);
@@ -246,7 +249,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
     r.final_test_accuracy = accuracy(*model, test, device);
     meter.reset_peak();
   }
-  r.step_time_ms = timed_steps > 0 ? timed_ms / double(timed_steps) : 0;
+  r.step_time_ms = timing.mean_ms();
   if (!c.save.empty()) save_state_dict(*model, c.save);
   return r;
 }
