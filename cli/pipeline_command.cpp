@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -41,7 +42,12 @@ struct PipelineArgs {
   int64_t train_limit = 0, steps = 0;
   double epochs = 0;
   int64_t validation_batches = 8;
-  std::string init, save, json_path;
+  std::string init, save, resume, json_path;
+  int64_t save_every = 0;
+  bool stochastic = false;
+  // aqsgd
+  double warmup_epochs = 1;
+  std::string buffer_dir, buffer_memory = "unlimited", buffer_format = "fp16";
   int port = 0;
   int timeout_s = 0;  // 0: ACTKIT_COMM_TIMEOUT, else 300 s
 };
@@ -103,8 +109,23 @@ void finish_config(PipelineArgs& a) {
   // Compressed activations go with DirectQ gradients (AQ-SGD, TAH-Quant);
   // fp32 and fp16 send gradients as they send activations.
   const bool compressed = c.forward_codec.kind == pipeline::BoundaryCodec::kDirectQ ||
-                          c.forward_codec.kind == pipeline::BoundaryCodec::kTah;
+                          c.forward_codec.kind == pipeline::BoundaryCodec::kTah ||
+                          c.forward_codec.kind == pipeline::BoundaryCodec::kAqsgd;
   c.backward_codec = pipeline::parse_boundary_codec(compressed ? "directq" : a.codec, a.bw_bits);
+  c.forward_codec.stochastic = a.stochastic && c.forward_codec.kind != pipeline::BoundaryCodec::kTah;
+  c.backward_codec.stochastic = a.stochastic && c.backward_codec.kind == pipeline::BoundaryCodec::kDirectQ;
+  c.buffers.format = pipeline::parse_buffer_format(a.buffer_format);
+  c.buffers.memory_budget = a.buffer_memory == "unlimited" ? -1 : parse_byte_size(a.buffer_memory);
+  if (a.warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");
+  if (!a.resume.empty()) {
+    if (!a.init.empty()) throw InvalidInput("pipeline: give --init or --resume, not both");
+    a.init = a.resume;
+  }
+  if (a.save_every > 0 && a.save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
+  // m(ξ) lives next to the checkpoint that must find it again; a run that
+  // saves nothing keeps it in a directory of its own (see run_rank).
+  if (a.buffer_dir.empty()) a.buffer_dir = !a.save.empty() ? a.save + "/buffers" : a.resume.empty() ? "" : a.resume + "/buffers";
+  c.buffers.dir = a.buffer_dir.empty() ? "(temporary)" : a.buffer_dir;
   c.level = parse_level(a.level);
   c.balance = pipeline::parse_balance(a.balance);
   const size_t links = size_t(std::max(c.stages - 1, 0));
@@ -142,10 +163,24 @@ int run_rank(PipelineArgs& a) {
     source = std::make_unique<CorpusSource>(*corpus, c.micro_batch_size, c.micro_batches, c.seed,
                                             a.validation_batches);
   } else {
+    // --train-limit N: N examples seen again every epoch (as aqsgd needs); else every one is new.
+    train_examples = a.train_limit;
     source = std::make_unique<pipeline::SyntheticSource>(c.micro_batch_size, c.seq_len, c.model_options.vocab_size,
-                                                         c.seed, a.validation_batches);
+                                                         c.seed, a.validation_batches, a.train_limit,
+                                                         c.micro_batches);
   }
   const int64_t per_step = int64_t(c.micro_batches) * c.micro_batch_size;
+  // aqsgd: the warm-up in steps, and a private buffer directory when none was given.
+  c.buffers.warmup_steps =
+      int64_t(std::ceil(a.warmup_epochs * double(train_examples > 0 ? train_examples : per_step) / double(per_step)));
+  bool temporary_buffers = false;
+  if (a.buffer_dir.empty()) {
+    c.buffers.dir = (std::filesystem::temp_directory_path() /
+                     c10::str("actkit-buffers-", std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "0", "-rank",
+                              comm.rank()))
+                        .string();
+    temporary_buffers = true;
+  }
   const int64_t steps =
       a.steps > 0 ? a.steps
                   : std::max<int64_t>(1, int64_t(std::ceil(a.epochs * double(train_examples > 0 ? train_examples
@@ -157,7 +192,11 @@ int run_rank(PipelineArgs& a) {
   }
   c.run = c10::str("data=", a.data, " examples=", train_examples, " limit=", a.train_limit, " steps=", steps,
                    " validation=", source->validation_batches(), " init=", a.init.empty() ? "no" : "yes");
-  pipeline::StageRunner runner(comm, c, *source, a.init);
+  pipeline::StageRunner runner(comm, c, *source, a.init, !a.resume.empty());
+  if (runner.start_step() >= steps) {
+    throw InvalidInput(c10::str("pipeline: the checkpoint is of step ", runner.start_step(), ", the run has ", steps,
+                                " steps: nothing to do"));
+  }
   if (leader) {
     // Which pieces (0 = the embeddings, 1..L = the blocks, L + 1 = the head) each stage runs.
     std::string split;
@@ -178,9 +217,11 @@ int run_rank(PipelineArgs& a) {
   int64_t timed = 0, window = 0;
   std::vector<double> losses;
   const auto run_start = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < steps; ++step) {
+  const int64_t first_step = runner.start_step();
+  for (int64_t step = first_step; step < steps; ++step) {
     const auto r = runner.train_step(step, c.lr);
-    if (step > 0 || steps == 1) {  // the first step pays for warm-up
+    if (a.save_every > 0 && (step + 1) % a.save_every == 0 && step + 1 < steps) runner.save(a.save, step + 1);
+    if (step > first_step || steps == first_step + 1) {  // the first step pays for warm-up
       timed_s += r.seconds;
       ++timed;
     }
@@ -191,7 +232,7 @@ int run_rank(PipelineArgs& a) {
     if (leader) {
       const double tps = tokens_per_step / r.seconds;
       if (tty) {
-        const int filled = int(30 * (step + 1) / steps);
+        const int filled = int(30 * (step + 1) / steps);  // a resumed run starts part-filled
         fmt::print(stderr, "\rstep {}/{} [{}{}] loss {:.4f} {:.0f} tokens/s", step + 1, steps,
                    std::string(size_t(filled), '#'), std::string(size_t(30 - filled), '.'), r.loss, tps);
         if (step + 1 == steps) fmt::print(stderr, "\n");
@@ -206,10 +247,14 @@ int run_rank(PipelineArgs& a) {
   const double val_loss = runner.validate();
   // The waits cover every step and the validation: so does their share.
   const double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  if (!a.save.empty()) runner.save(a.save);
+  if (!a.save.empty()) runner.save(a.save, steps);
   const auto [links, stages] = runner.gather_reports();
   comm.flush();
   comm.barrier();
+  if (temporary_buffers) {
+    std::error_code ec;
+    std::filesystem::remove_all(c.buffers.dir, ec);
+  }
   if (!leader) return 0;
 
   const double step_s = timed > 0 ? timed_s / double(timed) : 0;
@@ -242,6 +287,34 @@ int run_rank(PipelineArgs& a) {
   if (tied > 0) {
     fmt::print("the tied embedding's gradient: {} bytes between stage 0 and stage {} (with the gradient codec)\n",
                tied, c.stages - 1);
+  }
+  nlohmann::json buffer;
+  if (c.forward_codec.kind == pipeline::BoundaryCodec::kAqsgd) {
+    int64_t stored = 0, per_example = 0, read = 0, written = 0;
+    double wait = 0;
+    for (const auto& s : stages) {
+      stored += s.buffer_bytes_stored;
+      per_example = std::max(per_example, s.buffer_bytes_per_example);
+      read += s.buffer_bytes_read;
+      written += s.buffer_bytes_written;
+      wait += s.buffer_wait_seconds;
+    }
+    const int64_t budget = c.buffers.memory_budget;
+    buffer = {{"tier", budget < 0 ? "memory" : budget == 0 ? "files" : "both"},
+              {"format", pipeline::to_string(c.buffers.format)},
+              {"memory_budget_bytes", budget},
+              {"bytes_stored", stored},
+              {"bytes_per_example", per_example},
+              {"bytes_read", read},
+              {"bytes_written", written},
+              {"read_gbps", double(read) / std::max(1e-9, run_s) / 1e9},
+              {"write_gbps", double(written) / std::max(1e-9, run_s) / 1e9},
+              {"wait_s", wait},
+              {"warmup_steps", c.buffers.warmup_steps}};
+    fmt::print("aqsgd buffers ({}, {}): {} bytes on both sides of every boundary ({} per example and side), "
+               "file traffic {} read / {} written, {:.2f} s waited\n",
+               buffer["tier"].get<std::string>(), pipeline::to_string(c.buffers.format), stored, per_example, read,
+               written, wait);
   }
   const double ratio = sent > 0 ? double(raw) / double(sent) : 1.0;
   fmt::print("train loss {:.4f}  validation loss {:.4f}  {:.0f} tokens/s  step {:.0f} ms  compression {:.2f}x\n",
@@ -277,7 +350,9 @@ int run_rank(PipelineArgs& a) {
                              {"tied_gradient_bytes", tied},
                              {"links", jl},
                              {"split", split},
-                             {"peak_memory_bytes", peaks}});
+                             {"peak_memory_bytes", peaks},
+                             {"start_step", first_step},
+                             {"buffer", buffer}});
   }
   return 0;
 }
@@ -432,7 +507,19 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--in-flight", c.in_flight,
                  "1F1B: micro-batches stage 0 may hold (default: stages); more hides a slow link's round trip")
       ->capture_default_str();
-  p->add_option("--codec", a->codec, "Boundary codec: fp32, fp16, directq or tah")->capture_default_str();
+  p->add_option("--codec", a->codec, "Boundary codec: fp32, fp16, directq, tah or aqsgd")->capture_default_str();
+  p->add_flag("--stochastic", a->stochastic, "directq, aqsgd: stochastic rounding instead of round-to-nearest");
+  p->add_option("--warmup-epochs", a->warmup_epochs, "aqsgd: epochs sent in full precision")->capture_default_str();
+  p->add_option("--buffer-dir", a->buffer_dir,
+                 "aqsgd: directory of the m(ξ) stores (default: SAVE/buffers, else a temporary one)");
+  p->add_option("--buffer-memory", a->buffer_memory,
+                 "aqsgd: host memory per store, e.g. 2GiB; past it m(ξ) goes to files (0: files only)")
+      ->capture_default_str();
+  p->add_option("--buffer-format", a->buffer_format, "aqsgd: m(ξ) as fp16, fp32, q8 or q4")->capture_default_str();
+  p->add_option("--prefetch-depth", c.buffers.prefetch_depth, "aqsgd: micro-batches of m(ξ) read ahead")
+      ->capture_default_str();
+  p->add_flag("--check-buffers", c.buffers.check,
+              "aqsgd: compare a checksum of both sides' m(ξ) after every micro-batch (fails on a difference)");
   p->add_option("--fw-bits", a->fw_bits, "Activation bits (tah: the high-entropy tokens'; the rest get one less)")
       ->capture_default_str();
   p->add_option("--bw-bits", a->bw_bits, "Gradient bits (DirectQ) for directq and tah")->capture_default_str();
@@ -457,7 +544,9 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--weight-decay", c.weight_decay, "Weight decay")->capture_default_str();
   p->add_option("--seed", c.seed, "Seed for weights, data order and rounding")->capture_default_str();
   p->add_option("--init", a->init, "Checkpoint to start from (a file, or a directory --save wrote)");
-  p->add_option("--save", a->save, "Directory for each stage's parameters at the end");
+  p->add_option("--save", a->save, "Directory for each stage's checkpoint at the end (parameters, optimizer, buffers)");
+  p->add_option("--save-every", a->save_every, "Also checkpoint to --save every N steps");
+  p->add_option("--resume", a->resume, "Continue the run a --save directory holds (same stages and settings)");
   p->add_option("--port", a->port, "Port of the rendezvous (default: a free one)");
   p->add_option("--timeout", a->timeout_s,
                  "Seconds any rank waits for another before failing (default: ACTKIT_COMM_TIMEOUT, else 300)");

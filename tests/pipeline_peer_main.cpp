@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       const auto report = runner.train_step(step, c.lr);
       if (comm.rank() == 0) losses << report.loss << "\n";
     }
-    runner.save(argv[6]);
+    runner.save(argv[6], std::stoi(argv[5]));
     runner.gather_reports();
     comm.flush();
     comm.barrier();

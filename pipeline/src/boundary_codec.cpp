@@ -16,6 +16,7 @@ std::string BoundaryCodec::describe() const {
     case kFp16: return "fp16";
     case kDirectQ: return c10::str("directq", bits, stochastic ? "-sr" : "", per_channel ? "-channel" : "");
     case kTah: return c10::str("tah", bits, "/", bits - 1, "-g", tah_group, "-p", tah_high_fraction);
+    case kAqsgd: return c10::str("aqsgd", bits, stochastic ? "-sr" : "");
   }
   return "?";
 }
@@ -30,20 +31,22 @@ BoundaryCodec parse_boundary_codec(const std::string& name, int bits) {
     c.kind = BoundaryCodec::kFp16;
     return c;
   }
-  if (name == "directq" || name == "tah") {
+  if (name == "directq" || name == "tah" || name == "aqsgd") {
     if (bits < 2 || bits > 8) throw InvalidInput(c10::str(name, ": bits must be in 2..8, got ", bits));
-    c.kind = name == "tah" ? BoundaryCodec::kTah : BoundaryCodec::kDirectQ;
+    c.kind = name == "tah" ? BoundaryCodec::kTah : name == "aqsgd" ? BoundaryCodec::kAqsgd : BoundaryCodec::kDirectQ;
     c.bits = bits;
+    c.per_channel = c.kind == BoundaryCodec::kAqsgd;  // the authors' delta quantizer: a scale per hidden channel
     return c;
   }
-  throw InvalidInput(c10::str("codec '", name, "': expected fp32, fp16, directq or tah"));
+  throw InvalidInput(c10::str("codec '", name, "': expected fp32, fp16, directq, tah or aqsgd"));
 }
 
 std::vector<uint8_t> encode_boundary(const at::Tensor& x, const BoundaryCodec& codec, uint64_t seed) {
   switch (codec.kind) {
     case BoundaryCodec::kFp32: return encode_raw(x, at::kFloat).serialize();
     case BoundaryCodec::kFp16: return encode_raw(x, at::kHalf).serialize();
-    case BoundaryCodec::kDirectQ: {
+    case BoundaryCodec::kDirectQ:
+    case BoundaryCodec::kAqsgd: {
       DirectQOptions o;
       o.bits = codec.bits;
       o.stochastic = codec.stochastic;

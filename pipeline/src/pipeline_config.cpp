@@ -29,6 +29,15 @@ void PipelineConfig::validate() const {
   if (link_mode != "process" && link_mode != "kernel") {
     throw InvalidInput(c10::str("link mode '", link_mode, "': expected process or kernel"));
   }
+  if (backward_codec.kind == BoundaryCodec::kAqsgd) {
+    throw InvalidInput("aqsgd compresses activations; gradients go back as directq (--bw-bits)");
+  }
+  if (forward_codec.kind == BoundaryCodec::kAqsgd) {
+    if (buffers.dir.empty()) throw InvalidInput("aqsgd: no buffer directory (--buffer-dir)");
+    if (buffers.memory_budget < -1) throw InvalidInput("aqsgd: the buffer memory budget must be >= 0, or -1 for none");
+    if (buffers.prefetch_depth < 0) throw InvalidInput("aqsgd: the prefetch depth must be >= 0");
+    if (buffers.warmup_steps < 0) throw InvalidInput("aqsgd: the warm-up must be >= 0 steps");
+  }
   if (forward_codec.kind == BoundaryCodec::kTah && model_options.hidden % forward_codec.tah_group != 0) {
     throw InvalidInput(c10::str("tah: the hidden size ", model_options.hidden, " is not a multiple of the tile size ",
                                 forward_codec.tah_group));
@@ -52,6 +61,10 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
       {"schedule", c10::str(to_string(schedule), " in_flight=", in_flight)},
       {"forward_codec", forward_codec.describe()},
       {"backward_codec", backward_codec.describe()},
+      {"buffers", forward_codec.kind != BoundaryCodec::kAqsgd
+                      ? "none"
+                      : c10::str(to_string(buffers.format), " warmup_steps=", buffers.warmup_steps,
+                                 " check=", buffers.check)},
       {"level", level.spec},
       {"balance", balance == BalanceBy::kTime ? "time" : "params"},
       {"optimizer", c10::str(optimizer, " lr=", lr, " wd=", weight_decay)},

@@ -13,6 +13,8 @@
 #include <map>
 #include <set>
 
+#include <torch/serialize.h>
+
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/raw_codec.h"
@@ -93,7 +95,8 @@ int64_t numel_of(const std::vector<std::string>& names, const torch::OrderedDict
 
 }  // namespace
 
-StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init)
+StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init,
+                         bool resume)
     : comm_(comm), config_(config), data_(data) {
   config_.validate();
   if (comm.world_size() != config_.stages) {
@@ -188,23 +191,123 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
     optimizer_ = std::make_unique<torch::optim::AdamW>(
         params_, torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay));
   }
-  at::manual_seed(int64_t(config_.seed) + 1000 * (stage_ + 1));  // each stage's own dropout stream
+  if (resume) {
+    if (init.empty()) throw InvalidInput("resume: no checkpoint directory given");
+    load_optimizer(init);
+  }
 
   if (!last() && !config_.forward_links.empty()) comm_.set_link(stage_ + 1, config_.forward_links[size_t(stage_)]);
   if (!first() && !config_.backward_links.empty()) {
     comm_.set_link(stage_ - 1, config_.backward_links[size_t(stage_ - 1)]);
   }
-  comm_.handshake({{"split", c10::str(c10::Join(",", bounds_))}});
+  comm_.handshake({{"split", c10::str(c10::Join(",", bounds_))}, {"start_step", std::to_string(start_step_)}});
+
+  if (config_.forward_codec.kind == BoundaryCodec::kAqsgd) {
+    // A store that fails to open is reported to the other side of its
+    // boundary too, so both fail with the reason instead of one timing out.
+    const std::vector<int64_t> row{config_.seq_len, config_.model_options.hidden};
+    const int64_t at = resume ? start_step_ : -1;
+    std::string send_error, recv_error;
+    try {
+      if (!last()) {
+        aq_send_ = std::make_unique<AqsgdBoundary>(c10::str("boundary", stage_, "to", stage_ + 1, "-sender.store"),
+                                                   config_.buffers, config_.forward_codec, row, at);
+      }
+    } catch (const Error& e) {
+      send_error = e.what();
+    }
+    try {
+      if (!first()) {
+        aq_recv_ = std::make_unique<AqsgdBoundary>(c10::str("boundary", stage_ - 1, "to", stage_, "-receiver.store"),
+                                                   config_.buffers, config_.forward_codec, row, at);
+      }
+    } catch (const Error& e) {
+      recv_error = e.what();
+    }
+    compare_buffer_checkpoints(resume ? c10::str("resuming at step ", start_step_) : "opening the buffers", send_error,
+                               recv_error);
+  }
   memory_.tracker().reset_peak();
 }
 
 StageRunner::~StageRunner() = default;
+
+void StageRunner::load_optimizer(const std::string& dir) {
+  const std::string file = c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, ".pt");
+  if (!std::filesystem::exists(file)) {
+    throw FormatError(c10::str("resume: ", file, " is missing: resume from a directory that a run of ", config_.stages,
+                               " stages saved"));
+  }
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(file);
+    optimizer_->load(archive);
+    at::Tensor steps;
+    archive.read("steps", steps);
+    start_step_ = steps.item<int64_t>();
+  } catch (const c10::Error& e) {
+    throw FormatError(c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));
+  }
+}
+
+void StageRunner::compare_buffer_checkpoints(const std::string& when, const std::string& send_error,
+                                             const std::string& recv_error) {
+  auto state = [](const std::unique_ptr<AqsgdBoundary>& b, const std::string& error) {
+    if (!error.empty()) return "error: " + error;
+    const ExampleStoreCheckpoint& c = b->store().last_checkpoint();
+    return c10::str("step ", c.step, ", ", c.examples, " examples, digest ", c.digest);
+  };
+  auto text = [](const std::string& t) { return std::vector<uint8_t>(t.begin(), t.end()); };
+  if (!last()) comm_.send(stage_ + 1, kBufferChecks, text(state(aq_send_, send_error)));
+  if (!first()) comm_.send(stage_ - 1, kBufferChecks, text(state(aq_recv_, recv_error)));
+  if (!last()) comm_.expect(stage_ + 1, kBufferChecks, 1, kMaxReportBytes);
+  if (!first()) comm_.expect(stage_ - 1, kBufferChecks, 1, kMaxReportBytes);
+  // Every message is received before anything is thrown, so no side is left waiting.
+  std::string problem;
+  int peer = -1;
+  for (int side = 0; side < 2; ++side) {
+    const bool sender = side == 0;
+    if (sender ? last() : first()) continue;
+    const int other = sender ? stage_ + 1 : stage_ - 1;
+    const std::string mine = sender ? state(aq_send_, send_error) : state(aq_recv_, recv_error);
+    const auto bytes = comm_.recv(other, kBufferChecks, "the other side's aqsgd buffer state " + when);
+    const std::string theirs(bytes.begin(), bytes.end());
+    if (!problem.empty()) continue;
+    const std::string b = sender ? boundary(stage_, other) : boundary(other, stage_);
+    const char* me = sender ? "sender" : "receiver";
+    const char* them = sender ? "receiver" : "sender";
+    if (mine.rfind("error: ", 0) == 0) {
+      problem = c10::str(b, ", ", when, ": the ", me, "'s buffers (stage ", stage_, "): ", mine.substr(7));
+    } else if (theirs.rfind("error: ", 0) == 0) {
+      problem = c10::str(b, ", ", when, ": the ", them, "'s buffers (stage ", other, "): ", theirs.substr(7));
+    } else if (mine != theirs) {
+      problem = c10::str(b, ", ", when, ": the two sides' aqsgd buffers disagree: the ", me, " (stage ", stage_,
+                         ") holds ", mine, ", the ", them, " (stage ", other, ") ", theirs);
+    }
+    if (!problem.empty()) peer = other;
+  }
+  if (!problem.empty()) throw CommError(problem, peer);
+}
 
 int64_t StageRunner::boundary_limit() const {
   return payload_limit(config_.micro_batch_size * config_.seq_len * config_.model_options.hidden);
 }
 
 std::string StageRunner::boundary(int from, int to) const { return c10::str("boundary ", from, "->", to); }
+
+uint64_t StageRunner::buffer_seed(int64_t step, int micro_batch, int boundary) const {
+  return config_.seed * 0xD1B54A32D192ED03ull ^ (uint64_t(step) << 24) ^ (uint64_t(micro_batch) << 8) ^
+         (uint64_t(boundary) << 2) ^ 3u;
+}
+
+void StageRunner::prefetch_buffers(int64_t step, int micro_batch) {
+  if (!aq_send_ && !aq_recv_) return;
+  step += micro_batch / config_.micro_batches;
+  micro_batch %= config_.micro_batches;
+  const std::vector<int64_t> ids = data_.train_batch(step, micro_batch).example_ids;
+  if (aq_send_) aq_send_->prefetch(ids);
+  if (aq_recv_) aq_recv_->prefetch(ids);
+}
 
 uint64_t StageRunner::rounding_seed(int64_t step, int micro_batch, int direction) const {
   // Distinct for every message of the run; the same on a re-run.
@@ -222,6 +325,12 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
   const auto t0 = Clock::now();
   const int m_count = config_.micro_batches;
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  // Each stage's own dropout stream, drawn afresh every step, so that a
+  // resumed run draws what the uninterrupted one did.
+  at::manual_seed(int64_t(config_.seed) + 1000 * (stage_ + 1) + 7919 * step);
+  const bool check = config_.buffers.check && (aq_send_ || aq_recv_);
+  if (aq_recv_ && check) comm_.expect(stage_ - 1, kBufferChecks, m_count, 64);
+  for (int m = 0; m < config_.buffers.prefetch_depth && m < m_count; ++m) prefetch_buffers(step, m);
   if (!first()) comm_.expect(stage_ - 1, kActivations, m_count, boundary_limit());
   if (!last()) comm_.expect(stage_ + 1, kGradients, m_count, boundary_limit());
   if (first() && !last()) comm_.expect(config_.stages - 1, kReports, 1, kMaxReportBytes);
@@ -236,11 +345,27 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
     const std::string which = c10::str("micro-batch ", m, ", step ", step);
     if (op.kind == StageOp::kForward) {
       at::Tensor x;
+      MicroBatch mb;
+      if (first() || aq_send_ || aq_recv_) mb = data_.train_batch(step, m);
       if (first()) {
-        x = data_.train_batch(step, m).inputs;
+        x = mb.inputs;
       } else {
         const auto bytes = comm_.recv(stage_ - 1, kActivations, "activations of " + which);
-        x = decode_boundary(bytes, boundary(stage_ - 1, stage_) + " (activations of " + which + ")", boundary_shape);
+        const std::string where = boundary(stage_ - 1, stage_) + " (activations of " + which + ")";
+        if (aq_recv_) {
+          x = aq_recv_->receive(bytes, mb.example_ids, step, buffer_seed(step, m, stage_ - 1), where);
+          if (check) {
+            const auto theirs = comm_.recv(stage_ - 1, kBufferChecks, "the buffer checksum of " + which);
+            const uint32_t mine = aq_recv_->last_checksum();
+            if (theirs.size() != sizeof(mine) || std::memcmp(theirs.data(), &mine, sizeof(mine)) != 0) {
+              throw CommError(c10::str(where, ": m(ξ) of examples ", c10::Join(",", mb.example_ids),
+                                       " differ between the two sides (checksums)"),
+                              stage_ - 1);
+            }
+          }
+        } else {
+          x = decode_boundary(bytes, where, boundary_shape);
+        }
         x.requires_grad_(true);
       }
       at::Tensor y = run_pieces(x);
@@ -250,11 +375,22 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
         loss_sum += y.item<double>();
       } else {
         raw_forward_bytes_ += y.numel() * int64_t(sizeof(float)) + 8;
-        comm_.send(stage_ + 1, kActivations,
-                   encode_boundary(y.detach(), config_.forward_codec, rounding_seed(step, m, 0)));
+        if (aq_send_) {
+          comm_.send(stage_ + 1, kActivations, aq_send_->send(y, mb.example_ids, step, buffer_seed(step, m, stage_)));
+          if (check) {
+            const uint32_t crc = aq_send_->last_checksum();
+            std::vector<uint8_t> b(sizeof(crc));
+            std::memcpy(b.data(), &crc, sizeof(crc));
+            comm_.send(stage_ + 1, kBufferChecks, b);
+          }
+        } else {
+          comm_.send(stage_ + 1, kActivations,
+                     encode_boundary(y.detach(), config_.forward_codec, rounding_seed(step, m, 0)));
+        }
       }
       inputs[size_t(m)] = x;
       outputs[size_t(m)] = y;
+      prefetch_buffers(step, m + config_.buffers.prefetch_depth);
     } else {
       if (last()) {
         outputs[size_t(m)].backward();
@@ -359,7 +495,10 @@ double StageRunner::validate() {
       sum += fused_cross_entropy(y.reshape({-1, y.size(-1)}), labels.reshape({-1})).item<double>();
     } else {
       raw_forward_bytes_ += y.numel() * int64_t(sizeof(float)) + 8;
-      comm_.send(stage_ + 1, kActivations, encode_boundary(y, config_.forward_codec, rounding_seed(-1 - i, 0, 0)));
+      // aqsgd keeps no m(ξ) for held-out examples: first sight, full precision.
+      const BoundaryCodec codec =
+          config_.forward_codec.kind == BoundaryCodec::kAqsgd ? parse_boundary_codec("fp32", 0) : config_.forward_codec;
+      comm_.send(stage_ + 1, kActivations, encode_boundary(y, codec, rounding_seed(-1 - i, 0, 0)));
     }
   }
   model_->train();
@@ -385,9 +524,28 @@ torch::OrderedDict<std::string, at::Tensor> StageRunner::named_parameters() cons
   return out;
 }
 
-void StageRunner::save(const std::string& dir) const {
+void StageRunner::save(const std::string& dir, int64_t steps) {
   std::filesystem::create_directories(dir);
   save_tensors(named_parameters(), c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt"));
+  torch::serialize::OutputArchive archive;
+  optimizer_->save(archive);
+  archive.write("steps", at::tensor(steps));
+  archive.save_to(c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, ".pt"));
+  if (config_.forward_codec.kind != BoundaryCodec::kAqsgd) return;
+  // Both sides of every boundary save their buffers at this step, then
+  // compare what they saved.
+  std::string send_error, recv_error;
+  try {
+    if (aq_send_) aq_send_->store().checkpoint(steps);
+  } catch (const Error& e) {
+    send_error = e.what();
+  }
+  try {
+    if (aq_recv_) aq_recv_->store().checkpoint(steps);
+  } catch (const Error& e) {
+    recv_error = e.what();
+  }
+  compare_buffer_checkpoints(c10::str("at the checkpoint of step ", steps), send_error, recv_error);
 }
 
 std::vector<LinkReport> StageRunner::link_reports() const {
@@ -416,13 +574,32 @@ StageSummary StageRunner::summary() const {
   for (const auto& p : params_) s.parameters += p.numel();
   s.peak_memory_bytes = memory_.tracker().peak_bytes();
   s.tied_bytes = tied_bytes_;
+  for (AqsgdBoundary* b : {aq_send_.get(), aq_recv_.get()}) {
+    if (b == nullptr) continue;
+    const ExampleStoreStats st = b->store().stats();
+    s.buffer_bytes_stored += st.bytes_stored;
+    s.buffer_bytes_per_example = b->bytes_per_example();
+    s.buffer_bytes_read += st.bytes_read;
+    s.buffer_bytes_written += st.bytes_written;
+    s.buffer_wait_seconds += st.wait_seconds;
+  }
   return s;
 }
 
 std::pair<std::vector<LinkReport>, std::vector<StageSummary>> StageRunner::gather_reports() {
   auto encode = [](const std::vector<LinkReport>& links, const StageSummary& s) {
-    std::vector<double> v{double(s.stage),      double(s.first_piece),       double(s.end_piece),
-                          double(s.parameters), double(s.peak_memory_bytes), double(s.tied_bytes)};
+    std::vector<double> v{double(s.stage),
+                          double(s.first_piece),
+                          double(s.end_piece),
+                          double(s.parameters),
+                          double(s.peak_memory_bytes),
+                          double(s.tied_bytes),
+                          double(s.buffer_bytes_stored),
+                          double(s.buffer_bytes_per_example),
+                          double(s.buffer_bytes_read),
+                          double(s.buffer_bytes_written),
+                          s.buffer_wait_seconds,
+                          0.0};
     for (const auto& l : links) {
       v.insert(v.end(), {double(l.from), double(l.to), l.forward ? 1.0 : 0.0, double(l.bytes), l.wait_seconds,
                          double(l.raw_bytes)});
@@ -449,11 +626,13 @@ std::pair<std::vector<LinkReport>, std::vector<StageSummary>> StageRunner::gathe
   for (int r = 1; r < config_.stages; ++r) comm_.expect(r, kReports, 1, kMaxReportBytes);
   for (int r = 1; r < config_.stages; ++r) {
     const auto v = doubles_of(comm_.recv(r, kReports, "the end-of-run report"), "the end-of-run report", r);
-    bool sound = v.size() >= 6 && (v.size() - 6) % 6 == 0;
+    constexpr size_t kHead = 12;  // the summary's numbers, then 6 per link
+    bool sound = v.size() >= kHead && (v.size() - kHead) % 6 == 0;
     for (double x : v) sound = sound && std::isfinite(x) && std::fabs(x) < 9e15;  // integers fit exactly below 2^53
     if (!sound) throw CommError(c10::str("rank 0: rank ", r, " sent a malformed end-of-run report"), r);
-    stages.push_back({int(v[0]), int(v[1]), int(v[2]), int64_t(v[3]), int64_t(v[4]), int64_t(v[5])});
-    for (size_t i = 6; i < v.size(); i += 6) {
+    stages.push_back({int(v[0]), int(v[1]), int(v[2]), int64_t(v[3]), int64_t(v[4]), int64_t(v[5]), int64_t(v[6]),
+                      int64_t(v[7]), int64_t(v[8]), int64_t(v[9]), v[10]});
+    for (size_t i = kHead; i < v.size(); i += 6) {
       merge({int(v[i]), int(v[i + 1]), v[i + 2] != 0, int64_t(v[i + 3]), v[i + 4], int64_t(v[i + 5])});
     }
   }

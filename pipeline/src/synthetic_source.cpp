@@ -8,9 +8,11 @@
 
 namespace actkit::pipeline {
 
-SyntheticSource::SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation)
-    : batch_(batch), seq_len_(seq_len), vocab_(vocab), seed_(seed), validation_(validation) {
-  if (batch < 1 || seq_len < 1 || vocab < 2 || validation < 0) {
+SyntheticSource::SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation,
+                                 int64_t pool, int micro_batches)
+    : batch_(batch), seq_len_(seq_len), vocab_(vocab), seed_(seed), validation_(validation), pool_(pool),
+      micro_batches_(micro_batches) {
+  if (batch < 1 || seq_len < 1 || vocab < 2 || validation < 0 || pool < 0 || micro_batches < 1) {
     throw InvalidInput(c10::str("synthetic data: batch ", batch, ", length ", seq_len, ", vocabulary ", vocab));
   }
 }
@@ -25,7 +27,28 @@ MicroBatch SyntheticSource::draw(uint64_t seed, int64_t first_id) const {
   return mb;
 }
 
+at::Tensor SyntheticSource::example(int64_t id) const {
+  at::Generator gen = at::detail::createCPUGenerator(seed_ * 7919u + uint64_t(id) * 104729u + 1);
+  return at::randint(0, vocab_, {seq_len_ + 1}, gen, at::kLong);
+}
+
 MicroBatch SyntheticSource::train_batch(int64_t step, int index) {
+  if (pool_ > 0) {
+    if (index < 0 || index >= micro_batches_) {
+      throw InvalidInput(c10::str("synthetic data: micro-batch ", index, " of ", micro_batches_));
+    }
+    MicroBatch mb;
+    std::vector<at::Tensor> rows;
+    for (int64_t i = 0; i < batch_; ++i) {
+      const int64_t id = ((step * micro_batches_ + index) * batch_ + i) % pool_;
+      mb.example_ids.push_back(id);
+      rows.push_back(example(id));
+    }
+    const at::Tensor seq = at::stack(rows);
+    mb.inputs = seq.narrow(1, 0, seq_len_).contiguous();
+    mb.labels = seq.narrow(1, 1, seq_len_).contiguous();
+    return mb;
+  }
   const uint64_t s = seed_ * 1000003u + uint64_t(step) * 4099u + uint64_t(index);
   return draw(s, (step * 1024 + index) * batch_);
 }

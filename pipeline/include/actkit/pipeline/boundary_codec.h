@@ -12,24 +12,25 @@
 namespace actkit::pipeline {
 
 struct BoundaryCodec {
-  enum Kind { kFp32, kFp16, kDirectQ, kTah } kind = kFp32;
-  // directq: bits per value, 2..8. tah: the high-entropy tokens' bits, 2..8
+  enum Kind { kFp32, kFp16, kDirectQ, kTah, kAqsgd } kind = kFp32;
+  // directq, aqsgd: bits per value, 2..8. tah: the high-entropy tokens' bits, 2..8
   // (the other tokens get one bit less). fp32 / fp16: 0.
   int bits = 0;
   bool stochastic = false;   // directq: unbiased stochastic rounding instead of round-to-nearest
-  bool per_channel = false;  // directq: one scale per hidden channel instead of one per tensor
+  bool per_channel = false;  // directq: one scale per hidden channel instead of one per tensor (aqsgd: always)
   int tah_group = 64;        // tah: tile size (the authors' code's default)
   double tah_high_fraction = 0.8;  // tah: share of tokens at the higher bits
 
-  // "fp32", "fp16", "directq4", "tah4/3", ...
+  // "fp32", "fp16", "directq4", "tah4/3", "aqsgd2", ...
   std::string describe() const;
 };
 
-// `name`: fp32 | fp16 | directq | tah; `bits` as in BoundaryCodec (ignored
+// `name`: fp32 | fp16 | directq | tah | aqsgd; `bits` as in BoundaryCodec (ignored
 // for fp32/fp16). Throws InvalidInput naming what is wrong.
 BoundaryCodec parse_boundary_codec(const std::string& name, int bits);
 
-// Encodes `x` (a float tensor) and serializes it. `seed` drives stochastic
+// Encodes `x` (a float tensor) and serializes it. aqsgd encodes what it is
+// given, the delta, as per-channel DirectQ (AqsgdBoundary keeps the state). `seed` drives stochastic
 // rounding. Throws InvalidInput for what the codec refuses (NaN/Inf, ...).
 std::vector<uint8_t> encode_boundary(const at::Tensor& x, const BoundaryCodec& codec, uint64_t seed);
 

@@ -12,6 +12,7 @@
 #include "actkit/comm/link_spec.h"
 #include "actkit/core/level.h"
 #include "actkit/models/zoo.h"
+#include "actkit/pipeline/aqsgd_boundary.h"
 #include "actkit/pipeline/boundary_codec.h"
 #include "actkit/pipeline/schedule.h"
 #include "actkit/pipeline/stage_split.h"
@@ -29,6 +30,7 @@ struct PipelineConfig {
   int in_flight = 0;  // 1F1B: micro-batches stage 0 may hold (0 = stages; see stage_ops)
   BoundaryCodec forward_codec;   // activations, stage s -> s + 1
   BoundaryCodec backward_codec;  // gradients, stage s + 1 -> s
+  BufferOptions buffers;         // aqsgd: where and how m(ξ) is kept
   LevelConfig level;             // activation compression inside each stage
   BalanceBy balance = BalanceBy::kParameters;
   std::string optimizer = "adamw";  // "adamw" (the default) or "sgd" (momentum 0.9)

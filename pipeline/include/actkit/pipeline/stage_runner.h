@@ -24,6 +24,7 @@ enum Channel : int {
   kGradients = 1,    // stage s + 1 -> s
   kTiedGradients = 2,  // between the stages that share a parameter
   kReports = 3,      // to rank 0: losses and the end-of-run summary
+  kBufferChecks = 4,  // aqsgd: the two sides of a boundary compare their m(ξ)
 };
 
 // What rank 0 knows after a step.
@@ -47,6 +48,11 @@ struct StageSummary {
   int64_t parameters = 0;
   int64_t peak_memory_bytes = 0;
   int64_t tied_bytes = 0;  // sent to exchange a shared parameter's gradient (GPT-2's tied embedding)
+  // aqsgd: this stage's buffer stores (one per boundary side it holds), summed.
+  int64_t buffer_bytes_stored = 0;
+  int64_t buffer_bytes_per_example = 0;  // one side's m(ξ) of one example
+  int64_t buffer_bytes_read = 0, buffer_bytes_written = 0;  // file traffic
+  double buffer_wait_seconds = 0;
 };
 
 class StageRunner {
@@ -55,13 +61,19 @@ class StageRunner {
   // initial weights), loads `init` if given (a state-dict file, or a
   // directory of them written by save()), converts it to the level, keeps
   // this rank's pieces and their parameters, and checks with the other
-  // ranks that the configuration agrees. Throws InvalidInput for a bad
-  // config, CommError when the ranks disagree or one is missing,
-  // FormatError for an unreadable checkpoint.
-  StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init = "");
+  // ranks that the configuration agrees. With `resume`, `init` must be a
+  // directory save() wrote with this many stages: the optimizer state and
+  // the aqsgd buffers come back too, and training continues at
+  // start_step() exactly as if it had not stopped. Throws InvalidInput for
+  // a bad config, CommError when the ranks (or the two sides of a
+  // boundary's buffers) disagree or one is missing, FormatError for an
+  // unreadable checkpoint.
+  StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init = "",
+              bool resume = false);
   ~StageRunner();
 
   int stage() const { return stage_; }
+  int64_t start_step() const { return start_step_; }
   bool first() const { return stage_ == 0; }
   bool last() const { return stage_ == config_.stages - 1; }
   const std::vector<int>& bounds() const { return bounds_; }
@@ -77,9 +89,13 @@ class StageRunner {
   // the same boundary codec); the value on rank 0, 0 elsewhere.
   double validate();
 
-  // Writes this stage's parameters to `dir`/stage<s>.pt (torch.save
-  // format, full parameter names). Throws Error if it cannot be written.
-  void save(const std::string& dir) const;
+  // Checkpoints this stage after `steps` training steps: its parameters to
+  // `dir`/stage<s>of<K>.pt (torch.save format, full parameter names), its
+  // optimizer state and step count to `dir`/optimizer-stage<s>of<K>.pt,
+  // and its aqsgd buffers (both sides of a boundary at the same step, then
+  // compared). Every rank must call it. Throws Error if it cannot be
+  // written, CommError if a boundary's two sides disagree.
+  void save(const std::string& dir, int64_t steps);
 
   // This stage's parameters by full name (what save() writes).
   torch::OrderedDict<std::string, at::Tensor> named_parameters() const;
@@ -97,6 +113,14 @@ class StageRunner {
   void exchange_tied_gradients(int64_t step);
   uint64_t rounding_seed(int64_t step, int micro_batch, int direction) const;
   std::string boundary(int from, int to) const;
+  uint64_t buffer_seed(int64_t step, int micro_batch, int boundary) const;  // the same on both sides
+  void prefetch_buffers(int64_t step, int micro_batch);
+  // Both sides of each aqsgd boundary compare their stores' checkpoints.
+  // An error text (opening or saving a store failed) is sent in place of
+  // the state, so both sides fail with it. Throws CommError.
+  void compare_buffer_checkpoints(const std::string& when, const std::string& send_error,
+                                  const std::string& recv_error);
+  void load_optimizer(const std::string& dir);
   int64_t boundary_limit() const;  // most bytes a boundary message may announce
 
   Communicator& comm_;
@@ -113,6 +137,8 @@ class StageRunner {
   // name -> the stages that use it, for names shared by more than one
   std::vector<std::pair<std::string, std::vector<int>>> shared_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<AqsgdBoundary> aq_send_, aq_recv_;  // aqsgd: toward stage + 1, from stage - 1
+  int64_t start_step_ = 0;
   ScopedCpuTracking memory_;
   int64_t raw_forward_bytes_ = 0, raw_backward_bytes_ = 0, tied_bytes_ = 0;
 };

@@ -1,6 +1,9 @@
 // Random token sequences: the `--data synthetic` source and the tests'.
 // Each micro-batch is drawn from its own generator seeded by (seed, step,
-// index), so every process draws the same one without talking.
+// index), so every process draws the same one without talking. With a pool
+// of N examples, position p of the stream is example p mod N instead (its
+// tokens drawn from (seed, id)), so examples come back every epoch, as
+// AQ-SGD's buffers need.
 #pragma once
 
 #include "actkit/pipeline/batch_source.h"
@@ -10,17 +13,23 @@ namespace actkit::pipeline {
 class SyntheticSource : public BatchSource {
  public:
   // Micro-batches of `batch` sequences of `seq_len` tokens below `vocab`;
-  // `validation` validation batches. Throws InvalidInput for sizes < 1.
-  SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation = 2);
+  // `validation` validation batches; `pool` > 0 examples seen in turn, by
+  // steps of `micro_batches` micro-batches (0: every one new). Throws
+  // InvalidInput for sizes < 1.
+  SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation = 2,
+                  int64_t pool = 0, int micro_batches = 1);
   MicroBatch train_batch(int64_t step, int index) override;
   int64_t validation_batches() const override { return validation_; }
   MicroBatch validation_batch(int64_t i) override;
 
  private:
   MicroBatch draw(uint64_t seed, int64_t first_id) const;
+  at::Tensor example(int64_t id) const;  // seq_len + 1 tokens of pooled example `id`
   int64_t batch_, seq_len_, vocab_;
   uint64_t seed_;
   int64_t validation_;
+  int64_t pool_;
+  int micro_batches_;
 };
 
 }  // namespace actkit::pipeline
