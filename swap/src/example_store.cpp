@@ -43,15 +43,16 @@ T get_le(const uint8_t* p) {
   return v;
 }
 
-// Runs f; an IoError or FormatError from the file comes back naming the example.
+// Runs f; an IoError or FormatError from the file comes back naming the
+// store's file and the example.
 template <typename F>
-auto naming_example(int64_t id, F&& f) -> decltype(f()) {
+auto naming_example(const std::string& file, int64_t id, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const IoError& e) {
-    throw IoError(c10::str("example ", id, ": ", e.what()), e.error_number());
+    throw IoError(c10::str("buffer store ", file, ": example ", id, ": ", e.what()), e.error_number());
   } catch (const FormatError& e) {
-    throw FormatError(c10::str("example ", id, ": ", e.what()));
+    throw FormatError(c10::str("buffer store ", file, ": example ", id, ": ", e.what()));
   }
 }
 
@@ -121,7 +122,8 @@ void ExampleStore::open_file(bool fresh) {
   } else if (!std::filesystem::exists(p)) {
     throw FormatError(c10::str("buffer store ", options_.path, " does not exist"));
   }
-  store_ = std::make_unique<RecordStore>(options_.path, std::shared_ptr<IoEngine>(make_io_engine(options_.engine)));
+  std::shared_ptr<IoEngine> io = options_.io ? options_.io : std::shared_ptr<IoEngine>(make_io_engine(options_.engine));
+  store_ = std::make_unique<RecordStore>(options_.path, std::move(io));
   stats_.engine = store_->engine().name();
 }
 
@@ -154,7 +156,7 @@ void ExampleStore::prefetch(const std::vector<int64_t>& ids) {
     const Entry& e = it->second;
     Prefetch p;
     p.image = std::make_shared<std::vector<uint8_t>>(kValueHeader + e.len);
-    p.ticket = naming_example(id, [&] { return store_->read(slot_key(id, e.file_slot), p.image->data(), p.image->size()); });
+    p.ticket = naming_example(path(), id, [&] { return store_->read(slot_key(id, e.file_slot), p.image->data(), p.image->size()); });
     prefetched_.emplace(id, std::move(p));
   }
 }
@@ -174,11 +176,11 @@ std::vector<uint8_t> ExampleStore::get(int64_t id) {
   if (pf != prefetched_.end()) {
     Prefetch p = std::move(pf->second);
     prefetched_.erase(pf);
-    naming_example(id, [&] { return store_->wait(p.ticket); });
+    naming_example(path(), id, [&] { return store_->wait(p.ticket); });
     image = std::move(*p.image);
   } else {
     image.resize(kValueHeader + e.len);
-    naming_example(id, [&] { return store_->wait(store_->read(slot_key(id, e.file_slot), image.data(), image.size())); });
+    naming_example(path(), id, [&] { return store_->wait(store_->read(slot_key(id, e.file_slot), image.data(), image.size())); });
   }
   stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   ++stats_.reads;
@@ -258,7 +260,7 @@ void ExampleStore::write_back_locked(int64_t id, Entry& e) {
   put_le<int64_t>(image, 8, id);
   put_le<uint64_t>(image, 16, generation_);
   if (e.len > 0) std::memcpy(image.data() + kValueHeader, e.memory->data(), e.len);
-  const IoTicket t = naming_example(id, [&] { return store_->write(slot_key(id, slot), image.data(), image.size()); });
+  const IoTicket t = naming_example(path(), id, [&] { return store_->write(slot_key(id, slot), image.data(), image.size()); });
   pending_.push_back({t, id, e.version, e.memory, e.file_slot, e.file_generation});
   e.file_slot = slot;
   e.file_generation = generation_;
@@ -293,10 +295,10 @@ void ExampleStore::finish_oldest_write_locked() {
     store_->wait(p.ticket);
   } catch (const IoError& err) {
     restore();
-    throw IoError(c10::str("example ", p.id, ": ", err.what()), err.error_number());
+    throw IoError(c10::str("buffer store ", path(), ": example ", p.id, ": ", err.what()), err.error_number());
   } catch (const FormatError& err) {
     restore();
-    throw FormatError(c10::str("example ", p.id, ": ", err.what()));
+    throw FormatError(c10::str("buffer store ", path(), ": example ", p.id, ": ", err.what()));
   }
   stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
 }

@@ -37,6 +37,7 @@ struct ExampleStoreOptions {
   // > 0: the least recently used values past it are written to the file.
   int64_t memory_budget = -1;
   IoEngineOptions engine;
+  std::shared_ptr<IoEngine> io;  // an engine to use instead of making one from `engine` (tests inject faults)
   unsigned max_pending_writes = 16;  // write-backs in flight before put() waits for the oldest
 };
 
