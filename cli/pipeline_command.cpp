@@ -122,9 +122,13 @@ void finish_config(PipelineArgs& a) {
     a.init = a.resume;
   }
   if (a.save_every > 0 && a.save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
-  // m(ξ) lives next to the checkpoint that must find it again; a run that
-  // saves nothing keeps it in a directory of its own (see run_rank).
-  if (a.buffer_dir.empty()) a.buffer_dir = !a.save.empty() ? a.save + "/buffers" : a.resume.empty() ? "" : a.resume + "/buffers";
+  // m(ξ) lives next to the checkpoint that must find it again (the stores
+  // hold their checkpoints themselves); a run that saves nothing keeps it in
+  // a directory of its own (see run_rank).
+  if (a.buffer_dir.empty()) {
+    // A resumed run goes on with the stores it started with.
+    a.buffer_dir = !a.resume.empty() ? a.resume + "/buffers" : a.save.empty() ? "" : a.save + "/buffers";
+  }
   c.buffers.dir = a.buffer_dir.empty() ? "(temporary)" : a.buffer_dir;
   c.level = parse_level(a.level);
   c.balance = pipeline::parse_balance(a.balance);
@@ -511,7 +515,7 @@ void add_pipeline_command(CLI::App& app) {
   p->add_flag("--stochastic", a->stochastic, "directq, aqsgd: stochastic rounding instead of round-to-nearest");
   p->add_option("--warmup-epochs", a->warmup_epochs, "aqsgd: epochs sent in full precision")->capture_default_str();
   p->add_option("--buffer-dir", a->buffer_dir,
-                 "aqsgd: directory of the m(ξ) stores (default: SAVE/buffers, else a temporary one)");
+                 "aqsgd: directory of the m(ξ) stores (default: RESUME/buffers, else SAVE/buffers, else a temporary one)");
   p->add_option("--buffer-memory", a->buffer_memory,
                  "aqsgd: host memory per store, e.g. 2GiB; past it m(ξ) goes to files (0: files only)")
       ->capture_default_str();
@@ -522,7 +526,7 @@ void add_pipeline_command(CLI::App& app) {
               "aqsgd: compare a checksum of both sides' m(ξ) after every micro-batch (fails on a difference)");
   p->add_option("--fw-bits", a->fw_bits, "Activation bits (tah: the high-entropy tokens'; the rest get one less)")
       ->capture_default_str();
-  p->add_option("--bw-bits", a->bw_bits, "Gradient bits (DirectQ) for directq and tah")->capture_default_str();
+  p->add_option("--bw-bits", a->bw_bits, "Gradient bits (DirectQ) for directq, tah and aqsgd")->capture_default_str();
   p->add_option("--bandwidth", a->bandwidth, "Link rate, e.g. 100Mbps; one, or one per boundary")
       ->capture_default_str();
   p->add_option("--latency", a->latency, "One-way link latency, e.g. 10ms; one, or one per boundary")

@@ -1,10 +1,20 @@
 // One stage of a pipeline test (tests/test_pipeline.cpp starts one per
 // stage with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set): a small GPT-2
 // on synthetic tokens, trained for a few steps; every stage then saves its
-// parameters to OUT, and rank 0 writes the step losses to OUT/losses.
+// checkpoint to OUT, and rank 0 writes the step losses to OUT/losses.
 //
 //   actkit_pipeline_peer SCHEDULE CODEC FW_BITS BW_BITS STEPS OUT [LEVEL [INIT]]
+//
+// From the environment (all but the first for aqsgd runs):
+//   PEER_POOL=N           synthetic examples seen in turn (default: 16 for aqsgd, else 0: all new)
+//   PEER_BUFFERS=DIR      the buffer stores' directory (default OUT/buffers)
+//   PEER_BUFFER_MEMORY=B  memory per store in bytes (-1: no limit; default)
+//   PEER_WARMUP_STEPS=W   steps in full precision (default 2)
+//   PEER_SAVE_AT=K:DIR    also checkpoint to DIR after K steps
+//   PEER_RESUME=DIR       continue from DIR (INIT is then ignored)
+//   PEER_CRASH=1          stop after the last step without saving, as a crash would
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -16,6 +26,13 @@
 
 using namespace actkit;
 
+namespace {
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 7) {
     std::cerr << "usage: actkit_pipeline_peer SCHEDULE CODEC FW_BITS BW_BITS STEPS OUT [LEVEL [INIT]]\n";
@@ -23,21 +40,37 @@ int main(int argc, char** argv) {
   }
   try {
     Communicator comm(GroupConfig::from_env());
+    const std::string codec = argv[2], out = argv[6];
     pipeline::PipelineConfig c = test_pipeline_config(comm.world_size());
     c.schedule = pipeline::parse_schedule(argv[1]);
-    c.forward_codec = pipeline::parse_boundary_codec(argv[2], std::stoi(argv[3]));
-    c.backward_codec = pipeline::parse_boundary_codec(argv[2] == std::string("tah") ? "directq" : argv[2],
-                                                      std::stoi(argv[4]));
+    c.forward_codec = pipeline::parse_boundary_codec(codec, std::stoi(argv[3]));
+    const bool compressed = codec == "tah" || codec == "aqsgd";
+    c.backward_codec = pipeline::parse_boundary_codec(compressed ? "directq" : codec, std::stoi(argv[4]));
     if (argc > 7) c.level = parse_level(argv[7]);
-    pipeline::SyntheticSource data(c.micro_batch_size, c.seq_len, c.model_options.vocab_size, c.seed);
-    pipeline::StageRunner runner(comm, c, data, argc > 8 ? argv[8] : "");
+    const bool aqsgd = codec == "aqsgd";
+    const int64_t pool = std::stoll(env_or("PEER_POOL", aqsgd ? "16" : "0"));
+    c.buffers.dir = env_or("PEER_BUFFERS", out + "/buffers");
+    c.buffers.memory_budget = std::stoll(env_or("PEER_BUFFER_MEMORY", "-1"));
+    c.buffers.warmup_steps = std::stoll(env_or("PEER_WARMUP_STEPS", "2"));
+    c.buffers.check = true;
+    const std::string resume = env_or("PEER_RESUME", "");
+    const std::string save_at = env_or("PEER_SAVE_AT", "");
+    const int64_t save_step = save_at.empty() ? -1 : std::stoll(save_at.substr(0, save_at.find(':')));
+    const std::string save_dir = save_at.empty() ? "" : save_at.substr(save_at.find(':') + 1);
+
+    pipeline::SyntheticSource data(c.micro_batch_size, c.seq_len, c.model_options.vocab_size, c.seed, 2, pool,
+                                   c.micro_batches);
+    pipeline::StageRunner runner(comm, c, data, resume.empty() ? (argc > 8 ? argv[8] : "") : resume, !resume.empty());
     std::ofstream losses;
-    if (comm.rank() == 0) losses.open(std::string(argv[6]) + "/losses");
-    for (int64_t step = 0; step < std::stoi(argv[5]); ++step) {
+    if (comm.rank() == 0) losses.open(out + "/losses");
+    const int64_t steps = std::stoi(argv[5]);
+    for (int64_t step = runner.start_step(); step < steps; ++step) {
       const auto report = runner.train_step(step, c.lr);
-      if (comm.rank() == 0) losses << report.loss << "\n";
+      if (comm.rank() == 0) losses << report.loss << "\n" << std::flush;
+      if (step + 1 == save_step) runner.save(save_dir, save_step);
     }
-    runner.save(argv[6], std::stoi(argv[5]));
+    if (env_or("PEER_CRASH", "") == "1") return 0;
+    runner.save(out, steps);
     runner.gather_reports();
     comm.flush();
     comm.barrier();

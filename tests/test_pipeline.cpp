@@ -129,24 +129,30 @@ TEST(BoundaryPayload, RoundTripsAndNamesTheBoundaryWhenCorrupt) {
 }
 
 
-// Runs a pipeline of `stages` processes; returns the directory they saved to.
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// Runs a pipeline of `stages` processes (`env` added to each one's
+// environment, `tag` to the directory's name); returns the directory they
+// saved to.
 std::string run_pipeline(int stages, const std::string& schedule, const std::string& codec, int fw, int bw,
                          int steps, const std::string& level = "L0", const std::string& init = "",
-                         bool should_succeed = true) {
+                         bool should_succeed = true, const Env& env = {}, const std::string& tag = "") {
   const std::string out = ::testing::TempDir() + "actkit_pipeline_" + std::to_string(::getpid()) + "_" +
-                          std::to_string(stages) + schedule + codec + level + (init.empty() ? "" : "_init");
+                          std::to_string(stages) + schedule + codec + level + (init.empty() ? "" : "_init") + tag;
   std::filesystem::remove_all(out);
   std::filesystem::create_directories(out);
   const int port = free_local_port();
   std::vector<app::ProcessSpec> specs;
   for (int r = 0; r < stages; ++r) {
+    Env vars{{"RANK", std::to_string(r)},
+             {"WORLD_SIZE", std::to_string(stages)},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", std::to_string(port)},
+             {"ACTKIT_COMM_TIMEOUT", "60"}};
+    vars.insert(vars.end(), env.begin(), env.end());
     specs.push_back({{ACTKIT_PIPELINE_PEER, schedule, codec, std::to_string(fw), std::to_string(bw),
                       std::to_string(steps), out, level, init},
-                     {{"RANK", std::to_string(r)},
-                      {"WORLD_SIZE", std::to_string(stages)},
-                      {"MASTER_ADDR", "127.0.0.1"},
-                      {"MASTER_PORT", std::to_string(port)},
-                      {"ACTKIT_COMM_TIMEOUT", "60"}}});
+                     vars});
   }
   bool all = true;
   for (const auto& r : app::run_processes(specs, std::chrono::seconds(30))) all = all && r.succeeded();
@@ -184,7 +190,8 @@ std::shared_ptr<ZooModel> train_reference(int steps, std::vector<double>& losses
 std::map<std::string, at::Tensor> saved_parameters(const std::string& dir) {
   std::map<std::string, at::Tensor> all;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() != ".pt") continue;
+    // The stages' parameters (the optimizer-stage files hold optimizer state).
+    if (e.path().extension() != ".pt" || e.path().filename().string().rfind("stage", 0) != 0) continue;
     for (const auto& item : read_state_dict(e.path().string())) all[item.key()] = item.value();
   }
   return all;
@@ -276,6 +283,71 @@ TEST(Pipeline, CompressedBoundariesTrainCloseToFp32) {
     EXPECT_TRUE(at::equal(first["wte.weight"], last["wte.weight"]));
     std::filesystem::remove_all(out);
   }
+}
+
+std::vector<double> read_losses(const std::string& dir) {
+  std::vector<double> v;
+  std::ifstream in(dir + "/losses");
+  for (double x; in >> x;) v.push_back(x);
+  return v;
+}
+
+TEST(PipelineAqsgd, BothSidesKeepTheSameBuffersAndTrainCloseToFp32) {
+  // 16 examples, 8 a step: every example comes back every other step. The
+  // peers compare a checksum of both sides' m(ξ) after every micro-batch
+  // and fail on a difference; the first two steps are the warm-up.
+  const int steps = 6;
+  for (int stages : {2, 4}) {
+    SCOPED_TRACE(std::to_string(stages) + " stages");
+    const std::string fp32 = run_pipeline(stages, "1f1b", "fp32", 0, 0, steps, "L0", "", true,
+                                          {{"PEER_POOL", "16"}}, "_pool");
+    for (const std::string budget : {"-1", "0", "20000"}) {  // memory, files, both
+      SCOPED_TRACE("buffer memory " + budget);
+      const std::string out = run_pipeline(stages, "1f1b", "aqsgd", 4, 8, steps, "L0", "", true,
+                                           {{"PEER_BUFFER_MEMORY", budget}}, "_" + budget);
+      const auto expected = read_losses(fp32), got = read_losses(out);
+      ASSERT_EQ(got.size(), size_t(steps));
+      for (int s = 0; s < steps; ++s) EXPECT_NEAR(got[size_t(s)], expected[size_t(s)], 0.05) << "step " << s;
+      std::filesystem::remove_all(out);
+    }
+    std::filesystem::remove_all(fp32);
+  }
+}
+
+TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
+  const int steps = 6;
+  const std::string tmp = ::testing::TempDir() + "actkit_aqsgd_" + std::to_string(::getpid());
+  std::filesystem::remove_all(tmp);
+  const std::string ckpt = tmp + "/ckpt";
+  // Uninterrupted.
+  const std::string whole = run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true,
+                                         {{"PEER_BUFFER_MEMORY", "0"}}, "_whole");
+  // Checkpointed after step 3, on for two more steps (writing m(ξ) past the
+  // checkpoint), then killed.
+  const Env crashed{{"PEER_BUFFER_MEMORY", "0"}, {"PEER_BUFFERS", ckpt + "/buffers"},
+                    {"PEER_SAVE_AT", "3:" + ckpt}, {"PEER_CRASH", "1"}};
+  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, 5, "L0", "", true, crashed, "_crash"));
+  // Resumed from the checkpoint to the end.
+  const Env resumed{{"PEER_BUFFER_MEMORY", "0"}, {"PEER_BUFFERS", ckpt + "/buffers"}, {"PEER_RESUME", ckpt}};
+  const std::string rest = run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true, resumed, "_resumed");
+  const auto a = saved_parameters(whole), b = saved_parameters(rest);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) EXPECT_TRUE(at::equal(t, b.at(name))) << name;
+  const auto la = read_losses(whole), lb = read_losses(rest);
+  ASSERT_EQ(lb.size(), size_t(steps - 3));
+  for (int s = 3; s < steps; ++s) EXPECT_EQ(la[size_t(s)], lb[size_t(s - 3)]) << "step " << s;
+
+  // The resumed run checkpointed the stores at step 6 on its way out: the
+  // step-3 checkpoint can no longer be resumed, and every rank says so.
+  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_stale"));
+  // A truncated store is refused too.
+  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true, crashed, "_crash2"));
+  const std::string store = ckpt + "/buffers/boundary0to1-receiver.store";
+  std::filesystem::resize_file(store, std::filesystem::file_size(store) / 3);
+  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_torn"));
+  std::filesystem::remove_all(whole);
+  std::filesystem::remove_all(rest);
+  std::filesystem::remove_all(tmp);
 }
 
 }  // namespace

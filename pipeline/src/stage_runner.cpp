@@ -246,7 +246,8 @@ void StageRunner::load_optimizer(const std::string& dir) {
     archive.read("steps", steps);
     start_step_ = steps.item<int64_t>();
   } catch (const c10::Error& e) {
-    throw FormatError(c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));
+    throw FormatError(
+        c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));
   }
 }
 

@@ -156,7 +156,9 @@ void ExampleStore::prefetch(const std::vector<int64_t>& ids) {
     const Entry& e = it->second;
     Prefetch p;
     p.image = std::make_shared<std::vector<uint8_t>>(kValueHeader + e.len);
-    p.ticket = naming_example(path(), id, [&] { return store_->read(slot_key(id, e.file_slot), p.image->data(), p.image->size()); });
+    p.ticket = naming_example(path(), id, [&] {
+      return store_->read(slot_key(id, e.file_slot), p.image->data(), p.image->size());
+    });
     prefetched_.emplace(id, std::move(p));
   }
 }
@@ -180,7 +182,9 @@ std::vector<uint8_t> ExampleStore::get(int64_t id) {
     image = std::move(*p.image);
   } else {
     image.resize(kValueHeader + e.len);
-    naming_example(path(), id, [&] { return store_->wait(store_->read(slot_key(id, e.file_slot), image.data(), image.size())); });
+    naming_example(path(), id, [&] {
+      return store_->wait(store_->read(slot_key(id, e.file_slot), image.data(), image.size()));
+    });
   }
   stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   ++stats_.reads;
@@ -211,6 +215,7 @@ void ExampleStore::put(int64_t id, std::vector<uint8_t> bytes) {
     throw InvalidInput(c10::str("buffer store: example ", id, "'s value of ", bytes.size(), " bytes is too large"));
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.empty()) throw IoError(broken_, EIO);
   drop_prefetch_locked(id);  // a copy read ahead is stale from now on
   auto [it, inserted] = entries_.try_emplace(id);
   Entry& e = it->second;
@@ -260,7 +265,8 @@ void ExampleStore::write_back_locked(int64_t id, Entry& e) {
   put_le<int64_t>(image, 8, id);
   put_le<uint64_t>(image, 16, generation_);
   if (e.len > 0) std::memcpy(image.data() + kValueHeader, e.memory->data(), e.len);
-  const IoTicket t = naming_example(path(), id, [&] { return store_->write(slot_key(id, slot), image.data(), image.size()); });
+  const IoTicket t =
+      naming_example(path(), id, [&] { return store_->write(slot_key(id, slot), image.data(), image.size()); });
   pending_.push_back({t, id, e.version, e.memory, e.file_slot, e.file_generation});
   e.file_slot = slot;
   e.file_generation = generation_;
@@ -329,6 +335,7 @@ uint64_t ExampleStore::digest() const {
 ExampleStoreCheckpoint ExampleStore::checkpoint(int64_t step) {
   const uint64_t d = digest();
   std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.empty()) throw IoError(broken_, EIO);
   for (auto& [id, e] : entries_) {
     if (e.dirty) write_back_locked(id, e);
   }
@@ -355,8 +362,14 @@ ExampleStoreCheckpoint ExampleStore::checkpoint(int64_t step) {
     put_le<uint32_t>(s, at + 20, e.crc);
     s[at + 24] = uint8_t(e.file_slot);
   }
-  store_->put(kStateKey, s.data(), s.size());
-  store_->flush();
+  try {
+    store_->put(kStateKey, s.data(), s.size());
+    store_->flush();
+  } catch (const IoError& e) {
+    broken_ = c10::str("buffer store ", path(), ": its checkpoint of step ", step,
+                       " failed halfway; reopen it at the last step it holds (", e.what(), ")");
+    throw IoError(broken_, e.error_number());
+  }
   stats_.bytes_written += int64_t(s.size());
   for (auto& [id, e] : entries_) {
     e.checkpoint_slot = e.file_slot;

@@ -6,7 +6,7 @@
 // written back without blocking the caller.
 //
 // Checkpoints without copies. Every example has two record slots in the
-// file ("<id>.0", "<id>.1"). checkpoint(step) writes what memory holds
+// file ("e<id>.0", "e<id>.1"). checkpoint(step) writes what memory holds
 // that the file does not, makes it durable, and then writes a state record
 // naming, per example, the slot and generation of its value at that step.
 // Later writes never go to a slot a checkpoint names, so after a crash the
@@ -93,8 +93,11 @@ class ExampleStore {
   // Waits for every write-back. Throws IoError (see put()).
   void sync();
   // Saves every value as of now under `step` (see the header comment) and
-  // returns what it saved. Throws IoError; the previous checkpoint then
-  // stays the one a reopen finds.
+  // returns what it saved. Throws IoError. If the values could not be made
+  // durable, the previous checkpoint stays the one a reopen finds; if the
+  // state record itself could not, a reopen finds one of the two, and this
+  // object refuses further put() and checkpoint() calls (it cannot know
+  // which slots the file's checkpoint names).
   ExampleStoreCheckpoint checkpoint(int64_t step);
   // The checkpoint taken or reopened last (step -1: none).
   const ExampleStoreCheckpoint& last_checkpoint() const { return last_checkpoint_; }
@@ -148,6 +151,7 @@ class ExampleStore {
   std::deque<PendingWrite> pending_;
   std::unordered_map<int64_t, Prefetch> prefetched_;
   uint64_t generation_ = 1;  // checkpoints taken (or reopened) plus one
+  std::string broken_;       // why writes are refused (a checkpoint failed halfway), or empty
   ExampleStoreCheckpoint last_checkpoint_;
   ExampleStoreStats stats_;
 };
