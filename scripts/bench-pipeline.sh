@@ -2,9 +2,13 @@
 # The pipeline figures of docs/benchmarks.md: throughput of each boundary
 # codec against the link rate (the fp32 slowdown at each rate is the
 # column that says how communication-bound a rate is), 1F1B against GPipe,
-# peak memory per stage, and convergence from one pretrained checkpoint.
+# peak memory per stage, and convergence from one pretrained checkpoint;
+# for AQ-SGD, throughput over a set of examples seen every step, fine-tuning
+# for several epochs over a small set, and the buffer store on files
+# against memory.
 #
-#   scripts/bench-pipeline.sh [throughput|schedules|memory|convergence|all] [OUT_DIR]
+#   scripts/bench-pipeline.sh [throughput|schedules|memory|convergence|
+#                              aqsgd-throughput|aqsgd-convergence|aqsgd-store|all] [OUT_DIR]
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-pipeline); the tables go to stdout.
@@ -98,13 +102,17 @@ for s in ["gpipe", "1f1b"]:
 PY
 fi
 
-if [[ $what == convergence || $what == all ]]; then
-  # Pretrain once (fp32, one process), then fine-tune from it with 4 stages.
+pretrain() {  # once (fp32, one process): the checkpoint every fine-tuning run starts from
   if [[ ! -f $out/pretrained.pt ]]; then
     "$actkit" train --model gpt2 --layers 4 --hidden 128 --heads 4 --seq-len 128 --level L0 --epochs 1 \
       --train-limit 4000 --batch 16 --seed 1 --no-compare --save "$out/pretrained.pt" --json "$out/pretrain.json" \
       > "$out/pretrain.log" 2>&1
   fi
+}
+
+if [[ $what == convergence || $what == all ]]; then
+  # Pretrain once (fp32, one process), then fine-tune from it with 4 stages.
+  pretrain
   finetune=("fp32:--codec fp32" "directq fw2/bw8:--codec directq --fw-bits 2 --bw-bits 8"
             "directq fw4/bw8:--codec directq --fw-bits 4 --bw-bits 8" "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6")
   for entry in "${finetune[@]}"; do
@@ -126,5 +134,113 @@ for c in ["fp32", "directq fw2/bw8", "directq fw4/bw8", "tah fw3-4/bw6"]:
     j = json.load(open(f"{out}/ft-{c.replace(' ', '_').replace('/', '_')}.json"))
     base = base or j["val_loss"]
     print(f"| {c} | {j['val_loss']:.4f} | {j['val_loss'] / base:.4f} | {j['final_train_loss']:.4f} |")
+PY
+fi
+
+aqsgd_codecs=("fp32:--codec fp32" "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6"
+              "aqsgd fw2/bw6:--codec aqsgd --fw-bits 2 --bw-bits 6" "aqsgd fw3/bw6:--codec aqsgd --fw-bits 3 --bw-bits 6"
+              "aqsgd fw4/bw6:--codec aqsgd --fw-bits 4 --bw-bits 6" "aqsgd fw2/bw8:--codec aqsgd --fw-bits 2 --bw-bits 8"
+              "aqsgd fw3/bw8:--codec aqsgd --fw-bits 3 --bw-bits 8" "aqsgd fw4/bw8:--codec aqsgd --fw-bits 4 --bw-bits 8")
+
+if [[ $what == aqsgd-throughput || $what == all ]]; then
+  # 16 examples, all of them every step: after step 0 (full precision, and
+  # not timed) every message is a delta.
+  for rate in "${rates[@]}"; do
+    for entry in "${aqsgd_codecs[@]}"; do
+      name="aqtp-${entry%%:*}-$rate"
+      name=${name//[ \/]/_}
+      # shellcheck disable=SC2086
+      run "$name" --stages 2 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b --data synthetic --train-limit 16 \
+        --warmup-epochs 0 --steps 8 --validation-batches 1 --bandwidth "$rate" ${entry#*:}
+    done
+  done
+  python3 - "$out" "${rates[@]}" <<'PY'
+import json, sys
+out, rates = sys.argv[1], sys.argv[2:]
+codecs = ["fp32", "tah fw3-4/bw6", "aqsgd fw2/bw6", "aqsgd fw3/bw6", "aqsgd fw4/bw6", "aqsgd fw2/bw8",
+          "aqsgd fw3/bw8", "aqsgd fw4/bw8"]
+def load(c, r):
+    name = f"aqtp-{c}-{r}".replace(" ", "_").replace("/", "_")
+    return json.load(open(f"{out}/{name}.json"))
+base = {c: load(c, "unlimited")["tokens_per_s"] for c in codecs}
+print("| link | fp32 slowdown | " + " | ".join(f"{c}" for c in codecs) + " |")
+print("| --- " * (len(codecs) + 2) + "|")
+for r in rates:
+    tps = {c: load(c, r)["tokens_per_s"] for c in codecs}
+    slow = base["fp32"] / tps["fp32"]
+    cells = [f"{tps['fp32']:.0f}"] + [f"{tps[c]:.0f} ({tps[c] / tps['fp32']:.2f}×, {tps[c] / base[c]:.2f}×)"
+                                      for c in codecs[1:]]
+    print(f"| {r} | {slow:.2f}× | " + " | ".join(cells) + " |")
+print("\ncompression ratio (fp32 bytes ÷ bytes sent, both directions, unthrottled run): " +
+      ", ".join(f"{c} {load(c, 'unlimited')['compression_ratio']:.2f}×" for c in codecs))
+PY
+fi
+
+if [[ $what == aqsgd-convergence || $what == all ]]; then
+  # Fine-tuning over 400 examples for 6 epochs (25 steps each): AQ-SGD
+  # sends its first epoch in full precision, then deltas.
+  pretrain
+  ft=("fp32:--codec fp32" "directq fw2/bw8:--codec directq --fw-bits 2 --bw-bits 8"
+      "directq fw4/bw8:--codec directq --fw-bits 4 --bw-bits 8" "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6"
+      "aqsgd fw2/bw8:--codec aqsgd --fw-bits 2 --bw-bits 8" "aqsgd fw3/bw8:--codec aqsgd --fw-bits 3 --bw-bits 8"
+      "aqsgd fw4/bw8:--codec aqsgd --fw-bits 4 --bw-bits 8")
+  for entry in "${ft[@]}"; do
+    name="aqft-${entry%%:*}"
+    name=${name//[ \/]/_}
+    # shellcheck disable=SC2086
+    run "$name" --stages 4 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b --data fortunes --train-limit 400 \
+      --steps 150 --lr 3e-4 --seed 2 --validation-batches 32 --init "$out/pretrained.pt" ${entry#*:}
+  done
+  python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+print("| boundary codec | final validation loss | ÷ fp32 | final train loss |")
+print("| --- | --- | --- | --- |")
+base = None
+for c in ["fp32", "directq fw2/bw8", "directq fw4/bw8", "tah fw3-4/bw6", "aqsgd fw2/bw8", "aqsgd fw3/bw8",
+          "aqsgd fw4/bw8"]:
+    j = json.load(open(f"{out}/aqft-{c.replace(' ', '_').replace('/', '_')}.json"))
+    base = base or j["val_loss"]
+    print(f"| {c} | {j['val_loss']:.4f} | {j['val_loss'] / base:.4f} | {j['final_train_loss']:.4f} |")
+PY
+fi
+
+if [[ $what == aqsgd-store || $what == all ]]; then
+  # 256 examples of 128 x 128 fp16 values: 8 MiB of m(ξ) in each of the
+  # two stores (sender and receiver side), against a memory tier of 1 MiB
+  # per store, or none; 3 epochs, deltas from the second.
+  dir="$out/buffers"
+  for budget in unlimited 1MiB 0; do
+    rm -rf "$dir"
+    run "aqst-$budget" --stages 2 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b --data synthetic \
+      --train-limit 256 --warmup-epochs 0 --steps 48 --validation-batches 1 --codec aqsgd --fw-bits 2 --bw-bits 8 \
+      --buffer-dir "$dir" --buffer-memory "$budget"
+  done
+  for format in fp32 q8 q4; do
+    run "aqst-format-$format" --stages 2 --micro-batches 4 --micro-batch-size 4 --data synthetic --train-limit 16 \
+      --steps 2 --validation-batches 1 --codec aqsgd --fw-bits 2 --bw-bits 8 --buffer-format $format
+  done
+  mkdir -p "$dir"
+  "$actkit" bench swap --dir "$dir" --size 256MiB --json "$out/aqst-swap.json" > "$out/aqst-swap.log" 2>&1
+  python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+runs = {b: json.load(open(f"{out}/aqst-{b}.json")) for b in ["unlimited", "1MiB", "0"]}
+base = runs["unlimited"]["step_time_s"]
+print("| m(ξ) tier | memory per store | step time (ms) | ÷ memory | file read / written (MiB) | read / write MB/s over the run | waited (s) |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for b, j in runs.items():
+    f = j["buffer"]
+    print(f"| {f['tier']} | {b} | {1000 * j['step_time_s']:.1f} | {base / j['step_time_s']:.3f} | "
+          f"{f['bytes_read'] / 2**20:.1f} / {f['bytes_written'] / 2**20:.1f} | "
+          f"{1000 * f['read_gbps']:.1f} / {1000 * f['write_gbps']:.1f} | {f['wait_s']:.3f} |")
+print(f"\nm(ξ) stored: {runs['0']['buffer']['bytes_stored'] / 2**20:.1f} MiB over both sides")
+sw = json.load(open(f"{out}/aqst-swap.json"))
+print("actkit bench swap on the same directory: " + json.dumps(sw)[:600])
+print("\n| format | bytes per example and side |")
+print("| --- | --- |")
+print(f"| fp16 | {runs['unlimited']['buffer']['bytes_per_example']} |")
+for f in ["fp32", "q8", "q4"]:
+    print(f"| {f} | {json.load(open(f'{out}/aqst-format-{f}.json'))['buffer']['bytes_per_example']} |")
 PY
 fi

@@ -69,6 +69,16 @@ build/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 
 build/bin/actkit pipeline --stages 4 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 4 \
   --micro-batch-size 2 --schedule gpipe --codec directq --fw-bits 4 --data synthetic --steps 2 \
   --validation-batches 1 --init build/pipeline-ckpt --json build/pipeline-4.json
+# AQ-SGD over the fortunes text: 32 examples, a checkpoint after 3 steps, a
+# resumed run to step 5; m(ξ) on files past a small memory tier.
+rm -rf build/aqsgd-ckpt
+build/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
+  --micro-batch-size 4 --codec aqsgd --fw-bits 2 --bw-bits 8 --train-limit 32 --warmup-epochs 1 --steps 3 \
+  --buffer-memory 64KiB --check-buffers --validation-batches 1 --save build/aqsgd-ckpt --json build/aqsgd.json
+build/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
+  --micro-batch-size 4 --codec aqsgd --fw-bits 2 --bw-bits 8 --train-limit 32 --warmup-epochs 1 --steps 5 \
+  --buffer-memory 64KiB --check-buffers --validation-batches 1 --resume build/aqsgd-ckpt --json build/aqsgd-resumed.json
+grep -q '"tier": "both"' build/aqsgd.json && grep -q '"start_step": 3' build/aqsgd-resumed.json
 # Kernel-shaped links need a private network namespace (root).
 if unshare -n -m true 2>/dev/null; then
   build/bin/actkit pipeline --stages 3 --layers 1 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
