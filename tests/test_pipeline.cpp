@@ -337,6 +337,8 @@ TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
   ASSERT_EQ(lb.size(), size_t(steps - 3));
   for (int s = 3; s < steps; ++s) EXPECT_EQ(la[size_t(s)], lb[size_t(s - 3)]) << "step " << s;
 
+  // Another setting than the saved run's (4-bit deltas) is refused.
+  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 4, 8, steps, "L0", "", false, resumed, "_other"));
   // The resumed run checkpointed the stores at step 6 on its way out: the
   // step-3 checkpoint can no longer be resumed, and every rank says so.
   std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_stale"));

@@ -10,12 +10,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include <torch/serialize.h>
 
 #include "actkit/converters/state_dict.h"
+#include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/raw_codec.h"
 
@@ -83,6 +85,31 @@ std::map<std::string, at::Tensor> read_checkpoint(const std::string& path) {
     for (const auto& item : read_state_dict(f)) tensors[item.key()] = item.value();
   }
   return tensors;
+}
+
+// CRC-32C of a whole file. Throws IoError if it cannot be read.
+uint32_t file_crc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(c10::str("cannot read ", path), errno);
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = 0;
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    crc = crc32c(buf.data(), size_t(in.gcount()), crc);
+  }
+  return crc;
+}
+
+// The settings a resumed run must share with the run that saved: what
+// shapes the parameters, the optimizer state and the buffers. The link,
+// the schedule and the length of the run may change.
+std::string resume_facts(const PipelineConfig& config) {
+  std::string text;
+  for (const auto& [name, value] : config.facts()) {
+    if (name == "run" || name == "links" || name == "schedule") continue;
+    text += name + "=" + value + "; ";
+  }
+  return text;
 }
 
 int64_t numel_of(const std::vector<std::string>& names, const torch::OrderedDict<std::string, at::Tensor>& params) {
@@ -238,16 +265,46 @@ void StageRunner::load_optimizer(const std::string& dir) {
     throw FormatError(c10::str("resume: ", file, " is missing: resume from a directory that a run of ", config_.stages,
                                " stages saved"));
   }
+  std::string saved_config;
+  int64_t saved_crc = -1;
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(file);
     optimizer_->load(archive);
-    at::Tensor steps;
+    at::Tensor steps, crc;
     archive.read("steps", steps);
     start_step_ = steps.item<int64_t>();
+    archive.read("parameters_crc", crc);
+    saved_crc = crc.item<int64_t>();
+    c10::IValue config;
+    archive.read("config", config);
+    saved_config = config.toStringRef();
   } catch (const c10::Error& e) {
     throw FormatError(
         c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));
+  }
+  const std::string weights = c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt");
+  if (!std::filesystem::exists(weights) || int64_t(file_crc(weights)) != saved_crc) {
+    throw FormatError(c10::str("resume: ", weights, " is not the parameter file saved with ", file,
+                               " (missing, or from another save)"));
+  }
+  const std::string now = resume_facts(config_);
+  if (saved_config != now) {
+    // Name the settings that differ ("name=value; " items).
+    auto items = [](const std::string& text) {
+      std::vector<std::string> v;
+      for (size_t at = 0, end; (end = text.find("; ", at)) != std::string::npos; at = end + 2) {
+        v.push_back(text.substr(at, end - at));
+      }
+      return v;
+    };
+    const auto was = items(saved_config), is = items(now);
+    std::string diff;
+    for (size_t i = 0; i < std::max(was.size(), is.size()); ++i) {
+      const std::string a = i < was.size() ? was[i] : "", b = i < is.size() ? is[i] : "";
+      if (a != b) diff += c10::str(diff.empty() ? "" : ", ", "saved ", a, " but now ", b);
+    }
+    throw FormatError(c10::str("resume: ", dir, " was saved by a run with other settings: ", diff));
   }
 }
 
@@ -526,13 +583,26 @@ torch::OrderedDict<std::string, at::Tensor> StageRunner::named_parameters() cons
 }
 
 void StageRunner::save(const std::string& dir, int64_t steps) {
+  // Both files are written whole beside their final names and renamed into
+  // place at the end, so a crash leaves a whole old file or a whole new
+  // one; the optimizer file records the checksum of the parameter file it
+  // belongs to, so a pair from two saves is refused on resume.
   std::filesystem::create_directories(dir);
-  save_tensors(named_parameters(), c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt"));
+  const std::string weights = c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt");
+  const std::string optim = c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, ".pt");
+  save_tensors(named_parameters(), weights + ".tmp");
   torch::serialize::OutputArchive archive;
   optimizer_->save(archive);
   archive.write("steps", at::tensor(steps));
-  archive.save_to(c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, ".pt"));
-  if (config_.forward_codec.kind != BoundaryCodec::kAqsgd) return;
+  archive.write("parameters_crc", at::tensor(int64_t(file_crc(weights + ".tmp"))));
+  archive.write("config", c10::IValue(resume_facts(config_)));
+  archive.save_to(optim + ".tmp");
+  if (config_.forward_codec.kind == BoundaryCodec::kAqsgd) save_buffers(steps);
+  std::filesystem::rename(weights + ".tmp", weights);
+  std::filesystem::rename(optim + ".tmp", optim);
+}
+
+void StageRunner::save_buffers(int64_t steps) {
   // Both sides of every boundary save their buffers at this step, then
   // compare what they saved.
   std::string send_error, recv_error;

@@ -189,10 +189,10 @@ std::vector<uint8_t> ExampleStore::get(int64_t id) {
   stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   ++stats_.reads;
   stats_.bytes_read += int64_t(image.size());
-  return unwrap_locked(id, e, image);
+  return unwrap_locked(id, e, std::move(image));
 }
 
-std::vector<uint8_t> ExampleStore::unwrap_locked(int64_t id, const Entry& e, const std::vector<uint8_t>& image) const {
+std::vector<uint8_t> ExampleStore::unwrap_locked(int64_t id, const Entry& e, std::vector<uint8_t> image) const {
   const uint8_t* h = image.data();
   const char* what = nullptr;
   if (image.size() != kValueHeader + e.len || get_le<uint32_t>(h) != kValueMagic ||
@@ -207,7 +207,8 @@ std::vector<uint8_t> ExampleStore::unwrap_locked(int64_t id, const Entry& e, con
     throw FormatError(c10::str("buffer store ", path(), ": example ", id, ": record ", slot_key(id, e.file_slot), " ",
                                what));
   }
-  return std::vector<uint8_t>(image.begin() + kValueHeader, image.end());
+  image.erase(image.begin(), image.begin() + kValueHeader);  // in place: no second buffer
+  return image;
 }
 
 void ExampleStore::put(int64_t id, std::vector<uint8_t> bytes) {

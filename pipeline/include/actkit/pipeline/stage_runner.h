@@ -120,7 +120,11 @@ class StageRunner {
   // the state, so both sides fail with it. Throws CommError.
   void compare_buffer_checkpoints(const std::string& when, const std::string& send_error,
                                   const std::string& recv_error);
+  // Reads the optimizer state and step count save() wrote, after checking
+  // that they belong with the parameter file beside them and that this
+  // run's settings are the saved run's. Throws FormatError.
   void load_optimizer(const std::string& dir);
+  void save_buffers(int64_t steps);
   int64_t boundary_limit() const;  // most bytes a boundary message may announce
 
   Communicator& comm_;

@@ -141,7 +141,8 @@ class ExampleStore {
   void make_room_locked();
   void drop_memory_locked(Entry& e);
   void drop_prefetch_locked(int64_t id);
-  std::vector<uint8_t> unwrap_locked(int64_t id, const Entry& e, const std::vector<uint8_t>& image) const;
+  // Checks a record image read for `id` and returns its value.
+  std::vector<uint8_t> unwrap_locked(int64_t id, const Entry& e, std::vector<uint8_t> image) const;
 
   ExampleStoreOptions options_;
   std::unique_ptr<RecordStore> store_;
