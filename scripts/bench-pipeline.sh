@@ -28,20 +28,30 @@ run() {  # name, then actkit pipeline arguments
     { echo "run $name failed:"; tail -5 "$out/$name.log"; exit 1; }
 }
 
+# Every codec of the array named $2 at every rate: 2 stages, 1F1B, 4
+# micro-batches of 4, 8 steps; runs named $1-<codec>-<rate>; the rest of
+# the arguments go to every run.
+rate_sweep() {
+  local prefix=$1 entry name rate
+  local -n entries=$2
+  shift 2
+  for rate in "${rates[@]}"; do
+    for entry in "${entries[@]}"; do
+      name="$prefix-${entry%%:*}-$rate"
+      name=${name//[ \/]/_}
+      # shellcheck disable=SC2086
+      run "$name" --stages 2 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b --data synthetic --steps 8 \
+        --validation-batches 1 --bandwidth "$rate" "$@" ${entry#*:}
+    done
+  done
+}
+
 codecs=("fp32:--codec fp32" "fp16:--codec fp16" "directq fw4/bw8:--codec directq --fw-bits 4 --bw-bits 8"
         "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6")
 rates=(unlimited 50Mbps 25Mbps 12Mbps 8Mbps 5Mbps)
 
 if [[ $what == throughput || $what == all ]]; then
-  for rate in "${rates[@]}"; do
-    for entry in "${codecs[@]}"; do
-      name="tp-${entry%%:*}-$rate"
-      name=${name//[ \/]/_}
-      # shellcheck disable=SC2086
-      run "$name" --stages 2 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b --data synthetic --steps 8 \
-        --validation-batches 1 --bandwidth "$rate" ${entry#*:}
-    done
-  done
+  rate_sweep tp codecs
   python3 - "$out" "${rates[@]}" <<'PY'
 import json, sys
 out, rates = sys.argv[1], sys.argv[2:]
@@ -145,15 +155,7 @@ aqsgd_codecs=("fp32:--codec fp32" "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bi
 if [[ $what == aqsgd-throughput || $what == all ]]; then
   # 16 examples, all of them every step: after step 0 (full precision, and
   # not timed) every message is a delta.
-  for rate in "${rates[@]}"; do
-    for entry in "${aqsgd_codecs[@]}"; do
-      name="aqtp-${entry%%:*}-$rate"
-      name=${name//[ \/]/_}
-      # shellcheck disable=SC2086
-      run "$name" --stages 2 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b --data synthetic --train-limit 16 \
-        --warmup-epochs 0 --steps 8 --validation-batches 1 --bandwidth "$rate" ${entry#*:}
-    done
-  done
+  rate_sweep aqtp aqsgd_codecs --train-limit 16 --warmup-epochs 0
   python3 - "$out" "${rates[@]}" <<'PY'
 import json, sys
 out, rates = sys.argv[1], sys.argv[2:]
