@@ -22,4 +22,7 @@ void add_maxbatch_command(CLI::App& app);
 // `actkit pipeline` (builds with the distributed half).
 void add_pipeline_command(CLI::App& app);
 
+// `actkit dp` (builds with the distributed half).
+void add_dp_command(CLI::App& app);
+
 }  // namespace actkit::cli

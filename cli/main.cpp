@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   actkit::cli::add_maxbatch_command(app);
 #if defined(ACTKIT_WITH_DISTRIBUTED)
   actkit::cli::add_pipeline_command(app);
+  actkit::cli::add_dp_command(app);
 #endif
   actkit::cli::command_line().assign(argv + 1, argv + argc);
   try {

@@ -28,6 +28,7 @@
 #include "actkit/pipeline/synthetic_source.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "rank_launcher.h"
 
 namespace actkit::cli {
 namespace {
@@ -361,122 +362,19 @@ int run_rank(PipelineArgs& a) {
   return 0;
 }
 
-// Starts one rank per stage (this program again) and waits for them.
-int launch(PipelineArgs& a) {
-  const pipeline::PipelineConfig& c = a.config;
-  const int port = a.port > 0 ? a.port : free_local_port();
-  // The stages share this machine's cores.
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(std::max(1u, cores / unsigned(c.stages)));
-  std::vector<app::ProcessSpec> ranks;
-  for (int r = 0; r < c.stages; ++r) {
-    std::vector<std::string> argv{app::self_executable()};
-    argv.insert(argv.end(), a.argv.begin(), a.argv.end());
-    ranks.push_back({argv,
-                     {{"RANK", std::to_string(r)},
-                      {"WORLD_SIZE", std::to_string(c.stages)},
-                      {"MASTER_ADDR", "127.0.0.1"},
-                      {"MASTER_PORT", std::to_string(port)},
-                      {"OMP_NUM_THREADS", threads}}});
-  }
-  const auto results = app::run_processes(ranks, std::chrono::seconds(timeout_seconds(a) + 5));
-  for (size_t r = 0; r < results.size(); ++r) {
-    if (!results[r].succeeded()) {
-      throw Error(results[r].signal != 0 ? c10::str("pipeline: rank ", r, " was killed by signal ", results[r].signal)
-                                         : c10::str("pipeline: rank ", r, " failed (exit status ",
-                                                    results[r].exit_status, "; its error is above)"));
-    }
-  }
-  return 0;
+// The ranks, one per stage; with --link kernel each link s <-> s + 1 gets
+// its own rate in both directions, as two machines on a full-duplex link.
+RankLaunch rank_launch(const PipelineArgs& a) {
+  return {"pipeline", a.argv, a.config.stages, a.port, timeout_seconds(a)};
 }
 
-// --link kernel: the launcher runs itself again under `unshare -n -m`, in a
-// network and mount namespace of its own. There it gives every rank a
-// network namespace with one veth interface on a shared bridge (address
-// 10.77.0.<rank + 1>) and shapes each rank's egress with an htb class per
-// neighbour, matched by destination address: the link stage s -> s + 1 and
-// the link s + 1 -> s each get their own rate, as two machines on a full-
-// duplex link would. Other traffic (the rendezvous, reports) is not shaped.
-// Everything lives in the private namespaces and goes when they end; the
-// host's own network is never touched.
-std::string rank_namespace(int r) { return "actkit-r" + std::to_string(r); }
-std::string rank_address(int r) { return "10.77.0." + std::to_string(r + 1); }
-std::string rank_interface(int r) { return "v" + std::to_string(r) + "r"; }
-
-int launch_shaped(PipelineArgs& a) {
-  if (std::getenv("ACTKIT_PIPELINE_NETNS") == nullptr) {
-    if (!app::program_in_path("unshare") || !app::program_in_path("tc") || !app::program_in_path("ip")) {
-      throw Error("pipeline: --link kernel needs unshare, ip and tc (util-linux, iproute2); use --link process");
-    }
-    std::vector<std::string> argv{"unshare", "-n", "-m", "--propagation", "private",
-                                  "env", "ACTKIT_PIPELINE_NETNS=1", app::self_executable()};
-    argv.insert(argv.end(), a.argv.begin(), a.argv.end());
-    const auto r = app::run_process(argv);
-    if (!r.succeeded()) throw Error("pipeline: the shaped run failed (see above; unshare -n -m needs root)");
-    return 0;
-  }
-  const pipeline::PipelineConfig& c = a.config;
-  const int k = c.stages;
+void launch_shaped_pipeline(const PipelineArgs& a) {
+  const int k = a.config.stages;
   const auto rates = parse_bandwidth_list(a.bandwidth, size_t(std::max(k - 1, 1)));
-  auto kbit = [](double bps) { return std::to_string(std::max<int64_t>(8, int64_t(bps / 1000))) + "kbit"; };
-  std::vector<std::vector<std::string>> setup{
-      // The namespaces' names go to a tmpfs of this mount namespace, not the host's /run/netns.
-      {"mkdir", "-p", "/run/netns"},
-      {"mount", "-t", "tmpfs", "actkit-netns", "/run/netns"},
-      {"ip", "link", "set", "lo", "up"},
-      {"ip", "link", "add", "actkit-br", "type", "bridge"},
-      {"ip", "link", "set", "actkit-br", "up"}};
-  for (int r = 0; r < k; ++r) {
-    const std::string ns = rank_namespace(r), dev = rank_interface(r), host = "v" + std::to_string(r) + "h";
-    setup.push_back({"ip", "netns", "add", ns});
-    setup.push_back({"ip", "link", "add", host, "type", "veth", "peer", "name", dev});
-    setup.push_back({"ip", "link", "set", dev, "netns", ns});
-    setup.push_back({"ip", "link", "set", host, "master", "actkit-br", "up"});
-    setup.push_back({"ip", "-n", ns, "addr", "add", rank_address(r) + "/24", "dev", dev});
-    setup.push_back({"ip", "-n", ns, "link", "set", dev, "mtu", "1500", "up"});
-    setup.push_back({"ip", "-n", ns, "link", "set", "lo", "up"});
-    // htb: unshaped by default, a class per neighbour at its link's rate
-    // with a 32 KB bucket (as the tbf of a single link).
-    setup.push_back({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "99"});
-    setup.push_back({"tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:99", "htb", "rate",
-                     "10gbit"});
-    for (int peer : {r + 1, r - 1}) {
-      if (peer < 0 || peer >= k) continue;
-      const double rate = rates[size_t(std::min(r, peer))];
-      if (rate <= 0) continue;
-      const std::string cls = "1:" + std::to_string(10 + peer);
-      setup.push_back({"tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", cls, "htb", "rate",
-                       kbit(rate), "burst", "32kb"});
-      setup.push_back({"tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
-                       "u32", "match", "ip", "dst", rank_address(peer) + "/32", "flowid", cls});
-    }
-  }
-  for (const auto& cmd : setup) {
-    if (!app::run_process(cmd, app::ChildOutput::kDiscard).succeeded()) {
-      std::string line;
-      for (const auto& w : cmd) line += w + " ";
-      throw Error("pipeline: cannot set up the emulated network: `" + line + "` failed");
-    }
-  }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(std::max(1u, cores / unsigned(k)));
-  std::vector<app::ProcessSpec> ranks;
-  for (int r = 0; r < k; ++r) {
-    std::vector<std::string> argv{"ip", "netns", "exec", rank_namespace(r), app::self_executable()};
-    argv.insert(argv.end(), a.argv.begin(), a.argv.end());
-    ranks.push_back({argv,
-                     {{"RANK", std::to_string(r)},
-                      {"WORLD_SIZE", std::to_string(k)},
-                      {"MASTER_ADDR", rank_address(0)},
-                      {"MASTER_PORT", std::to_string(a.port > 0 ? a.port : 29500)},
-                      {"GLOO_SOCKET_IFNAME", rank_interface(r)},
-                      {"OMP_NUM_THREADS", threads}}});
-  }
-  const auto results = app::run_processes(ranks, std::chrono::seconds(timeout_seconds(a) + 5));
-  for (size_t r = 0; r < results.size(); ++r) {
-    if (!results[r].succeeded()) throw Error(c10::str("pipeline: rank ", r, " failed (its error is above)"));
-  }
-  return 0;
+  launch_shaped(
+      rank_launch(a),
+      [&](int r, int peer) { return std::abs(r - peer) == 1 ? rates[size_t(std::min(r, peer))] : 0.0; },
+      [](int) { return 0.0; });  // the rendezvous and reports unshaped
 }
 
 }  // namespace
@@ -561,9 +459,9 @@ void add_pipeline_command(CLI::App& app) {
     if (GroupConfig::in_env()) {
       run_rank(*a);
     } else if (a->config.link_mode == "kernel") {
-      launch_shaped(*a);
+      launch_shaped_pipeline(*a);
     } else {
-      launch(*a);
+      launch_local(rank_launch(*a));
     }
   });
 }

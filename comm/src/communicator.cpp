@@ -71,6 +71,75 @@ struct Communicator::Impl {
   std::map<std::pair<int, int>, std::unique_ptr<Inbound>> inbound;
   std::mutex maps_mutex;  // guards the two maps (entries are stable once made)
   int handshakes = 0;     // calls so far; every rank makes the same calls
+  std::unique_ptr<LinkPacer> egress = std::make_unique<LinkPacer>();  // this rank's interface, for the collectives
+  int64_t collectives = 0;  // entered so far (the store holds it as coll/<rank>)
+  CollectiveStats collective_stats;
+
+  // Runs the collective `start` begins: records its entry in the store,
+  // waits for it within the timeout, then holds the caller until the
+  // emulated interface would have carried `wire` bytes in `hops` hops.
+  template <class Start>
+  void collective(const std::string& what, int64_t wire, int hops, Start start) {
+    const int64_t seq = ++collectives;
+    const Clock::time_point t0 = Clock::now();
+    try {
+      const std::string text = std::to_string(seq);
+      store->set(c10::str("coll/", config.rank), std::vector<uint8_t>(text.begin(), text.end()));
+    } catch (const std::exception& e) {
+      throw CommError(c10::str(me(), ": ", what, ": the store at rank 0 is unreachable (is rank 0 alive?): ", e.what()),
+                      0);
+    }
+    Clock::time_point deliver = t0;
+    if (egress->spec().limited()) {
+      const auto latency = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(egress->spec().latency_seconds * std::max(0, hops - 1)));
+      deliver = egress->reserve(size_t(wire), t0) + latency;
+    }
+    std::string error;
+    try {
+      c10::intrusive_ptr<c10d::Work> work = start();
+      if (!work->wait(config.timeout)) error = "timed out";
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (!error.empty()) throw lagging_rank_error(what, seq, error);
+    std::this_thread::sleep_until(deliver);
+    collective_stats.calls += 1;
+    collective_stats.wire_bytes += wire;
+    collective_stats.seconds += seconds_since(t0);
+  }
+
+  // After a failed collective: the rank that entered fewer collectives than
+  // this one is the one to blame (it died or hangs before this call).
+  CommError lagging_rank_error(const std::string& what, int64_t seq, const std::string& error) {
+    for (int r = 0; r < config.world_size; ++r) {
+      if (r == config.rank) continue;
+      int64_t theirs = 0;
+      try {
+        const std::string key = c10::str("coll/", r);
+        if (store->check({key})) {
+          const auto v = store->get(key);
+          theirs = std::stoll(std::string(v.begin(), v.end()));
+        }
+      } catch (const std::exception&) {
+        return CommError(c10::str(me(), ": ", what, " failed (", error,
+                                  ") and the store at rank 0 is unreachable: is rank 0 alive?"),
+                         0);
+      }
+      if (theirs < seq) {
+        return CommError(c10::str(me(), ": ", what, " failed: rank ", r, " has not arrived (it entered ", theirs,
+                                  " collectives, this rank ", seq, "): is rank ", r, " alive? (", error, ")"),
+                         r);
+      }
+    }
+    return CommError(c10::str(me(), ": ", what, " failed: a peer left during the transfer: ", error), -1);
+  }
+
+  void check_bytes(const at::Tensor& t, const std::string& what, const char* name) const {
+    if (t.scalar_type() != at::kByte || !t.device().is_cpu() || !t.is_contiguous()) {
+      throw InvalidInput(c10::str(what, ": ", name, " must be a contiguous uint8 CPU tensor"));
+    }
+  }
 
   std::string me() const { return c10::str("rank ", config.rank); }
 
@@ -400,6 +469,68 @@ void Communicator::barrier() {
     throw CommError(c10::str(s.me(), ": barrier failed: ", e.what()), -1);
   }
 }
+
+void Communicator::set_egress(LinkSpec spec) {
+  if (spec.bits_per_second < 0 || spec.latency_seconds < 0) throw InvalidInput("set_egress: negative rate or latency");
+  impl_->egress = std::make_unique<LinkPacer>(spec);
+}
+
+void Communicator::all_reduce_sum(at::Tensor& t, const std::string& what) {
+  Impl& s = *impl_;
+  if ((t.scalar_type() != at::kFloat && t.scalar_type() != at::kHalf) || !t.device().is_cpu() || !t.is_contiguous()) {
+    throw InvalidInput(c10::str(what, ": all_reduce_sum takes a contiguous fp32 or fp16 CPU tensor"));
+  }
+  const int n = s.config.world_size;
+  if (n == 1) return;
+  const int64_t wire = 2 * (n - 1) * t.nbytes() / n;
+  s.collective(what, wire, 2 * (n - 1), [&] {
+    std::vector<at::Tensor> tensors{t};
+    return s.group->allreduce(tensors);
+  });
+}
+
+void Communicator::all_to_all(const at::Tensor& in, at::Tensor& out, const std::string& what) {
+  Impl& s = *impl_;
+  s.check_bytes(in, what, "the input");
+  s.check_bytes(out, what, "the output");
+  const int n = s.config.world_size;
+  if (in.numel() != out.numel() || in.numel() % n != 0) {
+    throw InvalidInput(c10::str(what, ": all_to_all needs input and output of one size divisible by ", n, ", got ",
+                                in.numel(), " and ", out.numel()));
+  }
+  if (n == 1) {
+    out.copy_(in);
+    return;
+  }
+  s.collective(what, (n - 1) * in.numel() / n, 1, [&] {
+    at::Tensor input = in;
+    std::vector<int64_t> counts;  // empty: equal splits
+    return s.group->alltoall_base(out, input, counts, counts);
+  });
+}
+
+void Communicator::all_gather(const at::Tensor& in, at::Tensor& out, const std::string& what) {
+  Impl& s = *impl_;
+  s.check_bytes(in, what, "the input");
+  s.check_bytes(out, what, "the output");
+  const int n = s.config.world_size;
+  if (out.numel() != n * in.numel()) {
+    throw InvalidInput(c10::str(what, ": all_gather needs an output of ", n, " × ", in.numel(), " bytes, got ",
+                                out.numel()));
+  }
+  if (n == 1) {
+    out.copy_(in);
+    return;
+  }
+  s.collective(what, (n - 1) * in.numel(), n - 1, [&] {
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < n; ++r) outputs[0].push_back(out.narrow(0, r * in.numel(), in.numel()));
+    std::vector<at::Tensor> inputs{in};
+    return s.group->allgather(outputs, inputs);
+  });
+}
+
+CollectiveStats Communicator::collective_stats() const { return impl_->collective_stats; }
 
 ChannelStats Communicator::sent_stats(int peer, int channel) const {
   std::lock_guard<std::mutex> lock(impl_->maps_mutex);

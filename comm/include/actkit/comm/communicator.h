@@ -12,6 +12,8 @@
 // from one rank to another on one channel arrive in the order sent.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -30,6 +32,14 @@ struct ChannelStats {
   int64_t messages = 0;
   int64_t bytes = 0;          // payload bytes plus the 8-byte size of each
   double wait_seconds = 0;    // time a caller spent blocked on this channel
+};
+
+// The collectives this rank has run: calls, the bytes they put on this
+// rank's wire (the ring algorithms' volume, below) and the time they took.
+struct CollectiveStats {
+  int64_t calls = 0;
+  int64_t wire_bytes = 0;
+  double seconds = 0;
 };
 
 class Communicator {
@@ -87,6 +97,31 @@ class Communicator {
 
   // Returns when every rank has called it. Throws CommError at the timeout.
   void barrier();
+
+  // Collectives over the whole group: every rank calls the same ones, with
+  // the same sizes, in the same order. `what` names the call for errors
+  // ("1-bit allgather of step 12"). A rank that died or did not arrive
+  // within the timeout makes the others throw CommError naming it (each
+  // rank records how many collectives it has entered in the store, so the
+  // one lagging behind is known); the store going away names rank 0.
+  //
+  // Pacing: set_egress(spec) emulates this rank's network interface for
+  // them. A call that puts E bytes on this rank's wire in H sequential hops
+  // returns no sooner than E·8/rate + H·latency after it began (or when the
+  // real transfer ends, if later). E and H are the ring algorithms':
+  //   all_reduce_sum  E = 2(N−1)/N·size, H = 2(N−1)
+  //   all_to_all      E = (N−1)/N·size,  H = 1
+  //   all_gather      E = (N−1)·size,    H = N−1
+  void set_egress(LinkSpec spec);
+  // Sums `t` (CPU, contiguous, fp32 or fp16) over every rank, in place.
+  // Throws InvalidInput for another tensor, CommError as above.
+  void all_reduce_sum(at::Tensor& t, const std::string& what);
+  // `in` holds N equal blocks (CPU, contiguous, uint8); block i goes to rank
+  // i, and block j of `out` (same size) comes from rank j.
+  void all_to_all(const at::Tensor& in, at::Tensor& out, const std::string& what);
+  // `out` (N times `in`'s size, uint8) gets every rank's `in`, rank order.
+  void all_gather(const at::Tensor& in, at::Tensor& out, const std::string& what);
+  CollectiveStats collective_stats() const;
 
   // Traffic sent to / received from `peer` on `channel` so far.
   ChannelStats sent_stats(int peer, int channel) const;

@@ -1,0 +1,135 @@
+// The rank launcher (see the header).
+#include "rank_launcher.h"
+
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+
+#include "actkit/app/process.h"
+#include "actkit/comm/group_config.h"
+#include "actkit/core/errors.h"
+
+namespace actkit::cli {
+namespace {
+
+std::string rank_namespace(int r) { return "actkit-r" + std::to_string(r); }
+std::string rank_address(int r) { return "10.77.0." + std::to_string(r + 1); }
+std::string rank_interface(int r) { return "v" + std::to_string(r) + "r"; }
+std::string kbit(double bps) { return std::to_string(std::max<int64_t>(8, int64_t(bps / 1000))) + "kbit"; }
+
+// The ranks share this machine's cores.
+std::string threads_per_rank(int ranks) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::to_string(std::max(1u, cores / unsigned(ranks)));
+}
+
+void check_results(const RankLaunch& l, const std::vector<app::ProcessResult>& results) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (!results[r].succeeded()) {
+      throw Error(results[r].signal != 0
+                      ? c10::str(l.command, ": rank ", r, " was killed by signal ", results[r].signal)
+                      : c10::str(l.command, ": rank ", r, " failed (exit status ", results[r].exit_status,
+                                 "; its error is above)"));
+    }
+  }
+}
+
+}  // namespace
+
+void launch_local(const RankLaunch& l) {
+  const int port = l.port > 0 ? l.port : free_local_port();
+  const std::string threads = threads_per_rank(l.ranks);
+  std::vector<app::ProcessSpec> ranks;
+  for (int r = 0; r < l.ranks; ++r) {
+    std::vector<std::string> argv{app::self_executable()};
+    argv.insert(argv.end(), l.args.begin(), l.args.end());
+    ranks.push_back({argv,
+                     {{"RANK", std::to_string(r)},
+                      {"WORLD_SIZE", std::to_string(l.ranks)},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)},
+                      {"OMP_NUM_THREADS", threads}}});
+  }
+  check_results(l, app::run_processes(ranks, std::chrono::seconds(l.timeout_s + 5)));
+}
+
+void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& peer_rate,
+                   const std::function<double(int)>& egress_rate) {
+  if (std::getenv("ACTKIT_NETNS") == nullptr) {
+    if (!app::program_in_path("unshare") || !app::program_in_path("tc") || !app::program_in_path("ip")) {
+      throw Error(l.command + ": --link kernel needs unshare, ip and tc (util-linux, iproute2); use --link process");
+    }
+    std::vector<std::string> argv{"unshare", "-n", "-m", "--propagation", "private",
+                                  "env", "ACTKIT_NETNS=1", app::self_executable()};
+    argv.insert(argv.end(), l.args.begin(), l.args.end());
+    if (!app::run_process(argv).succeeded()) {
+      throw Error(l.command + ": the shaped run failed (see above; unshare -n -m needs root)");
+    }
+    return;
+  }
+  const int k = l.ranks;
+  std::vector<std::vector<std::string>> setup{
+      // The namespaces' names go to a tmpfs of this mount namespace, not the host's /run/netns.
+      {"mkdir", "-p", "/run/netns"},
+      {"mount", "-t", "tmpfs", "actkit-netns", "/run/netns"},
+      {"ip", "link", "set", "lo", "up"},
+      {"ip", "link", "add", "actkit-br", "type", "bridge"},
+      {"ip", "link", "set", "actkit-br", "up"}};
+  for (int r = 0; r < k; ++r) {
+    const std::string ns = rank_namespace(r), dev = rank_interface(r), host = "v" + std::to_string(r) + "h";
+    setup.push_back({"ip", "netns", "add", ns});
+    setup.push_back({"ip", "link", "add", host, "type", "veth", "peer", "name", dev});
+    setup.push_back({"ip", "link", "set", dev, "netns", ns});
+    setup.push_back({"ip", "link", "set", host, "master", "actkit-br", "up"});
+    setup.push_back({"ip", "-n", ns, "addr", "add", rank_address(r) + "/24", "dev", dev});
+    setup.push_back({"ip", "-n", ns, "link", "set", dev, "mtu", "1500", "up"});
+    setup.push_back({"ip", "-n", ns, "link", "set", "lo", "up"});
+    // htb: a default class (the whole interface's rate) and a class per
+    // shaped peer, each with a 32 KB bucket (as the tbf of a single link).
+    const double egress = egress_rate(r);
+    setup.push_back({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "99"});
+    if (egress > 0) {
+      setup.push_back({"tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:99", "htb", "rate",
+                       kbit(egress), "burst", "32kb"});
+    } else {
+      setup.push_back({"tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:99", "htb", "rate",
+                       "10gbit"});
+    }
+    for (int peer = 0; peer < k; ++peer) {
+      if (peer == r) continue;
+      const double rate = peer_rate(r, peer);
+      if (rate <= 0) continue;
+      const std::string cls = "1:" + std::to_string(10 + peer);
+      setup.push_back({"tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", cls, "htb", "rate",
+                       kbit(rate), "burst", "32kb"});
+      setup.push_back({"tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+                       "u32", "match", "ip", "dst", rank_address(peer) + "/32", "flowid", cls});
+    }
+  }
+  for (const auto& cmd : setup) {
+    if (!app::run_process(cmd, app::ChildOutput::kDiscard).succeeded()) {
+      std::string line;
+      for (const auto& w : cmd) line += w + " ";
+      throw Error(l.command + ": cannot set up the emulated network: `" + line + "` failed");
+    }
+  }
+  const std::string threads = threads_per_rank(k);
+  std::vector<app::ProcessSpec> ranks;
+  for (int r = 0; r < k; ++r) {
+    std::vector<std::string> argv{"ip", "netns", "exec", rank_namespace(r), app::self_executable()};
+    argv.insert(argv.end(), l.args.begin(), l.args.end());
+    ranks.push_back({argv,
+                     {{"RANK", std::to_string(r)},
+                      {"WORLD_SIZE", std::to_string(k)},
+                      {"MASTER_ADDR", rank_address(0)},
+                      {"MASTER_PORT", std::to_string(l.port > 0 ? l.port : 29500)},
+                      {"GLOO_SOCKET_IFNAME", rank_interface(r)},
+                      {"OMP_NUM_THREADS", threads}}});
+  }
+  check_results(l, app::run_processes(ranks, std::chrono::seconds(l.timeout_s + 5)));
+}
+
+}  // namespace actkit::cli

@@ -1,0 +1,309 @@
+// The data-parallel frame (see the header): the exchange, the two stages,
+// skipped steps and checkpoints. The algorithms live in adam.cpp, lamb.cpp.
+#include "actkit/optim/data_parallel_optimizer.h"
+
+#include <c10/util/StringUtil.h>
+
+#include <chrono>
+
+#include "actkit/core/errors.h"
+
+namespace actkit::optim {
+namespace {
+
+// Version 1 of the checkpoint's layout (docs/formats.md, "optimizer checkpoints").
+constexpr int64_t kCheckpointVersion = 1;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::string to_string(Exchange e) {
+  switch (e) {
+    case Exchange::kFp32: return "fp32";
+    case Exchange::kFp16: return "fp16";
+    case Exchange::kOneBit: return "onebit";
+  }
+  return "?";
+}
+
+Exchange parse_exchange(const std::string& text) {
+  if (text == "fp32") return Exchange::kFp32;
+  if (text == "fp16") return Exchange::kFp16;
+  if (text == "onebit") return Exchange::kOneBit;
+  throw InvalidInput(c10::str("exchange '", text, "': expected fp32, fp16 or onebit"));
+}
+
+DataParallelOptimizer::DataParallelOptimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                             std::unique_ptr<torch::optim::OptimizerOptions> defaults,
+                                             ExchangeOptions exchange, std::string algorithm)
+    : Optimizer(std::move(groups), std::move(defaults)), exchange_(exchange), algorithm_(std::move(algorithm)) {
+  if (exchange_.warmup_steps < 0) throw InvalidInput(c10::str(algorithm_, ": negative warm-up"));
+}
+
+std::vector<std::pair<std::string, std::string>> DataParallelOptimizer::handshake_facts() const {
+  int64_t count = 0, values = 0;
+  for (const auto& g : param_groups()) {
+    for (const auto& p : g.params()) {
+      ++count;
+      values += p.numel();
+    }
+  }
+  return {{"optimizer", algorithm_},
+          {"exchange", to_string(exchange_.exchange)},
+          {"warmup steps", std::to_string(exchange_.exchange == Exchange::kOneBit ? exchange_.warmup_steps : 0)},
+          {"parameters", c10::str(count, " tensors, ", values, " values")}};
+}
+
+std::vector<DataParallelOptimizer::Param> DataParallelOptimizer::all_params() {
+  std::vector<Param> out;
+  size_t index = 0;
+  for (auto& g : param_groups()) {
+    for (auto& p : g.params()) {
+      if (index == states_.size()) states_.push_back(std::make_unique<State>());  // a group added later
+      out.push_back({p, &g.options(), states_[index].get()});
+      ++index;
+    }
+  }
+  return out;
+}
+
+torch::Tensor DataParallelOptimizer::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  std::vector<Param> params = all_params();
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool stepped = frozen_ ? compressed_step(params) : warmup_step(params);
+  stats_.seconds += seconds_since(t0);
+  last_skipped_ = !stepped;
+  if (!stepped) {
+    ++stats_.skipped_steps;
+    return loss;
+  }
+  ++steps_;
+  if (!frozen_ && exchange_.exchange == Exchange::kOneBit && steps_ == exchange_.warmup_steps) {
+    // The freeze: the parameters of this step make the fused buffer.
+    std::vector<Param> fused;
+    layout_.clear();
+    fused_numel_ = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].state->step > 0 && params[i].tensor.numel() > 0) {
+        layout_.push_back(int64_t(i));
+        fused.push_back(params[i]);
+        fused_numel_ += params[i].tensor.numel();
+      }
+    }
+    freeze(fused);
+    for (Param& p : fused) p.state->frozen_step = p.state->step;
+    allreduce_ = std::make_unique<CompressedAllreduce>(exchange_.comm, fused_numel_);
+    frozen_ = true;
+  }
+  return loss;
+}
+
+bool DataParallelOptimizer::warmup_step(std::vector<Param>& params) {
+  // One buffer: every non-empty parameter's gradient (zeros where this
+  // rank has none), then one flag per parameter, 1 where this rank has one.
+  std::vector<size_t> taking;
+  int64_t total = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].tensor.numel() == 0) continue;
+    taking.push_back(i);
+    total += params[i].tensor.numel();
+  }
+  const int64_t flags = int64_t(taking.size());
+  at::Tensor buffer = at::zeros({total + flags}, at::kFloat);
+  int64_t offset = 0;
+  for (size_t k = 0; k < taking.size(); ++k) {
+    const torch::Tensor& p = params[taking[k]].tensor;
+    const torch::Tensor& g = p.grad();
+    if (g.defined()) {
+      buffer.narrow(0, offset, p.numel()).copy_(g.reshape({-1}));
+      buffer[total + int64_t(k)] = 1.0f;
+    }
+    offset += p.numel();
+  }
+  Communicator* comm = exchange_.comm;
+  const int world = comm != nullptr ? comm->world_size() : 1;
+  if (world > 1) {
+    const int64_t before = comm->collective_stats().wire_bytes;
+    const std::string what = c10::str("gradient allreduce of step ", steps_ + 1);
+    if (exchange_.exchange == Exchange::kFp16) {
+      // As LibTorch's FP16_COMPRESS hook: divide first, so the fp16 sum stays in range.
+      at::Tensor half = buffer.div(float(world)).to(at::kHalf);
+      comm->all_reduce_sum(half, what);
+      buffer = half.to(at::kFloat);
+    } else {
+      comm->all_reduce_sum(buffer, what);
+      buffer.div_(float(world));
+    }
+    stats_.warmup_bytes += comm->collective_stats().wire_bytes - before;
+  }
+  if (!buffer.narrow(0, 0, total).isfinite().all().item<bool>()) return false;
+  ++stats_.warmup_steps;
+  offset = 0;
+  for (size_t k = 0; k < taking.size(); ++k) {
+    Param& p = params[taking[k]];
+    const int64_t n = p.tensor.numel();
+    if (buffer[total + int64_t(k)].item<float>() > 0) {
+      // A single process hands the gradient itself on, as LibTorch's optimizers see it.
+      const torch::Tensor grad = world == 1 ? p.tensor.grad() : buffer.narrow(0, offset, n).view_as(p.tensor);
+      warmup_update(p, grad);
+    }
+    offset += n;
+  }
+  return true;
+}
+
+bool DataParallelOptimizer::compressed_step(std::vector<Param>& params) {
+  at::Tensor fused = at::empty({fused_numel_}, at::kFloat);
+  int64_t offset = 0;
+  for (int64_t i : layout_) {
+    Param& p = params[size_t(i)];
+    const int64_t n = p.tensor.numel();
+    const torch::Tensor grad = p.tensor.grad().defined() ? p.tensor.grad() : torch::zeros_like(p.tensor);
+    local_momentum(p, grad, fused.narrow(0, offset, n).view_as(p.tensor));
+    offset += n;
+  }
+  Communicator* comm = exchange_.comm;
+  const int64_t before = comm != nullptr ? comm->collective_stats().wire_bytes : 0;
+  const bool ok = allreduce_->average(fused, c10::str("1-bit momentum allreduce of step ", steps_ + 1));
+  if (comm != nullptr) stats_.compressed_bytes += comm->collective_stats().wire_bytes - before;
+  if (!ok) return false;
+  ++stats_.compressed_steps;
+  offset = 0;
+  for (int64_t i : layout_) {
+    Param& p = params[size_t(i)];
+    const int64_t n = p.tensor.numel();
+    compressed_update(p, fused.narrow(0, offset, n).view_as(p.tensor));
+    offset += n;
+  }
+  return true;
+}
+
+void DataParallelOptimizer::save(torch::serialize::OutputArchive& archive) const {
+  const auto& states = states_;
+  archive.write("actkit_optimizer_version", torch::tensor({kCheckpointVersion}));
+  archive.write("algorithm", c10::IValue(algorithm_));
+  archive.write("exchange", c10::IValue(to_string(exchange_.exchange)));
+  archive.write("warmup_steps", c10::IValue(exchange_.warmup_steps));
+  archive.write("world_size", c10::IValue(int64_t(exchange_.comm != nullptr ? exchange_.comm->world_size() : 1)));
+  archive.write("steps", c10::IValue(steps_));
+  archive.write("frozen", c10::IValue(frozen_));
+  archive.write("skipped_steps", c10::IValue(stats_.skipped_steps));
+  archive.write("layout", torch::tensor(layout_.empty() ? std::vector<int64_t>{-1} : layout_));
+  std::vector<int64_t> shapes;
+  for (const auto& g : param_groups()) {
+    for (const auto& p : g.params()) shapes.push_back(p.numel());
+  }
+  archive.write("parameter_sizes", torch::tensor(shapes.empty() ? std::vector<int64_t>{-1} : shapes));
+  for (size_t i = 0; i < states.size(); ++i) {
+    const State& s = *states[i];
+    const std::string k = c10::str("p", i, ".");
+    archive.write(k + "step", c10::IValue(s.step));
+    archive.write(k + "frozen_step", c10::IValue(s.frozen_step));
+    archive.write(k + "scalars", torch::tensor({s.c_avg, s.ratio, s.momentum_scale, s.last_coefficient},
+                                               torch::kDouble));
+    if (s.exp_avg.defined()) archive.write(k + "exp_avg", s.exp_avg);
+    if (s.exp_avg_sq.defined()) archive.write(k + "exp_avg_sq", s.exp_avg_sq);
+    if (s.fresh_sq.defined()) archive.write(k + "fresh_sq", s.fresh_sq);
+  }
+  if (allreduce_) {
+    archive.write("worker_error", allreduce_->worker_error());
+    archive.write("server_error", allreduce_->server_error());
+  }
+}
+
+void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
+  const auto refuse = [&](const std::string& why) {
+    throw InvalidInput(c10::str(algorithm_, ": cannot load this checkpoint: ", why));
+  };
+  c10::IValue v;
+  if (!archive.try_read("actkit_optimizer_version", v)) refuse("it is not an ACTkit optimizer's");
+  if (v.toTensor().item<int64_t>() != kCheckpointVersion) refuse("it has another format version");
+  archive.read("algorithm", v);
+  if (v.toStringRef() != algorithm_) refuse(c10::str("it is of ", v.toStringRef()));
+  archive.read("exchange", v);
+  if (v.toStringRef() != to_string(exchange_.exchange)) {
+    refuse(c10::str("its exchange is ", v.toStringRef(), ", this optimizer's ", to_string(exchange_.exchange)));
+  }
+  archive.read("warmup_steps", v);
+  if (v.toInt() != exchange_.warmup_steps) {
+    refuse(c10::str("its warm-up is ", v.toInt(), " steps, this optimizer's ", exchange_.warmup_steps));
+  }
+  const int64_t world = exchange_.comm != nullptr ? exchange_.comm->world_size() : 1;
+  archive.read("world_size", v);
+  if (v.toInt() != world) refuse(c10::str("it was saved by a group of ", v.toInt(), " ranks, this one has ", world));
+  std::vector<int64_t> shapes;
+  for (const auto& g : param_groups()) {
+    for (const auto& p : g.params()) shapes.push_back(p.numel());
+  }
+  at::Tensor saved_shapes;
+  archive.read("parameter_sizes", saved_shapes);
+  const std::vector<int64_t> theirs(saved_shapes.data_ptr<int64_t>(),
+                                    saved_shapes.data_ptr<int64_t>() + saved_shapes.numel());
+  if (theirs != (shapes.empty() ? std::vector<int64_t>{-1} : shapes)) {
+    refuse(c10::str("its parameters (", theirs.size(), " tensors) are not this optimizer's (", shapes.size(), ")"));
+  }
+  // Read everything first, then commit: a failed load changes nothing.
+  std::vector<std::unique_ptr<State>> states;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    auto s = std::make_unique<State>();
+    const std::string k = c10::str("p", i, ".");
+    archive.read(k + "step", v);
+    s->step = v.toInt();
+    archive.read(k + "frozen_step", v);
+    s->frozen_step = v.toInt();
+    at::Tensor scalars;
+    archive.read(k + "scalars", scalars);
+    s->c_avg = scalars[0].item<double>();
+    s->ratio = scalars[1].item<double>();
+    s->momentum_scale = scalars[2].item<double>();
+    s->last_coefficient = scalars[3].item<double>();
+    at::Tensor t;
+    if (archive.try_read(k + "exp_avg", t)) s->exp_avg = t.clone();
+    if (archive.try_read(k + "exp_avg_sq", t)) s->exp_avg_sq = t.clone();
+    if (archive.try_read(k + "fresh_sq", t)) s->fresh_sq = t.clone();
+    states.push_back(std::move(s));
+  }
+  archive.read("steps", v);
+  const int64_t steps = v.toInt();
+  archive.read("frozen", v);
+  const bool frozen = v.toBool();
+  archive.read("skipped_steps", v);
+  const int64_t skipped = v.toInt();
+  at::Tensor layout_tensor;
+  archive.read("layout", layout_tensor);
+  std::vector<int64_t> layout;
+  int64_t fused = 0;
+  if (frozen) {
+    layout.assign(layout_tensor.data_ptr<int64_t>(), layout_tensor.data_ptr<int64_t>() + layout_tensor.numel());
+    for (int64_t i : layout) {
+      if (i < 0 || i >= int64_t(shapes.size())) refuse("its fused layout names a parameter it does not have");
+      fused += shapes[size_t(i)];
+    }
+  }
+  std::unique_ptr<CompressedAllreduce> allreduce;
+  if (frozen) {
+    allreduce = std::make_unique<CompressedAllreduce>(exchange_.comm, fused);
+    at::Tensor worker, server;
+    archive.read("worker_error", worker);
+    archive.read("server_error", server);
+    allreduce->set_errors(worker, server);
+  }
+  states_ = std::move(states);
+  steps_ = steps;
+  frozen_ = frozen;
+  stats_.skipped_steps = skipped;
+  layout_ = std::move(layout);
+  fused_numel_ = fused;
+  allreduce_ = std::move(allreduce);
+}
+
+}  // namespace actkit::optim
