@@ -220,7 +220,7 @@ int run_rank(DpArgs& a) {
   const auto [algo, exchange] = parse_optimizer(a.optimizer);
   const int64_t warmup = exchange != optim::Exchange::kOneBit ? 0
                          : a.warmup_steps >= 0             ? a.warmup_steps
-                                                           : int64_t(std::llround(a.warmup_fraction * double(total)));
+                                                           : std::max<int64_t>(1, std::llround(a.warmup_fraction * double(total)));
 
   at::manual_seed(int64_t(a.seed));  // the same initial weights on every rank
   ModelOptions o;
@@ -256,11 +256,17 @@ int run_rank(DpArgs& a) {
                                {"batch", std::to_string(a.batch)},
                                {"steps", std::to_string(total)},
                                {"lr", c10::str(a.lr)},
+                               {"weight decay", c10::str(a.weight_decay)},
                                {"seed", std::to_string(a.seed)}});
   comm.handshake(facts);
   int64_t start = 0;
   if (!a.resume.empty()) {
-    torch::load(*opt, optimizer_file(a.resume, rank, world));
+    const std::string file = optimizer_file(a.resume, rank, world);
+    if (!std::filesystem::exists(file)) {
+      throw InvalidInput(c10::str("dp: ", a.resume, " holds no optimizer state for rank ", rank, " of ", world,
+                                  " (", file, "): was it saved by another number of workers?"));
+    }
+    torch::load(*opt, file);
     start = opt->steps() + opt->skipped_steps();
     if (start >= total) throw InvalidInput(c10::str("dp: the checkpoint is of step ", start, " of ", total));
   }
@@ -347,9 +353,11 @@ int run_rank(DpArgs& a) {
   fmt::print("stage        steps   step (ms)   bytes sent per step (rank 0)\n");
   fmt::print("warm-up     {:6}   {:9.1f}   {:12}\n", stats.warmup_steps, 1000 * warmup_step_s, bytes_warmup);
   if (stats.compressed_steps > 0) {
-    fmt::print("1-bit       {:6}   {:9.1f}   {:12}   ({:.1f}x less)\n", stats.compressed_steps,
-               1000 * compressed_step_s, bytes_compressed,
-               bytes_compressed > 0 ? double(bytes_warmup) / double(bytes_compressed) : 0.0);
+    fmt::print("1-bit       {:6}   {:9.1f}   {:12}{}\n", stats.compressed_steps, 1000 * compressed_step_s,
+               bytes_compressed,
+               bytes_compressed > 0 && bytes_warmup > 0
+                   ? fmt::format("   ({:.1f}x less)", double(bytes_warmup) / double(bytes_compressed))
+                   : "");
   }
   if (stats.skipped_steps > 0) fmt::print("skipped (non-finite gradients): {}\n", stats.skipped_steps);
   fmt::print("train loss {:.4f}  {} {:.4f}  {:.1f} samples/s  {} bytes sent in all  {:.1f} s in the exchange "

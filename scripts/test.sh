@@ -79,8 +79,31 @@ build/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 
   --micro-batch-size 4 --codec aqsgd --fw-bits 2 --bw-bits 8 --train-limit 32 --warmup-epochs 1 --steps 5 \
   --buffer-memory 64KiB --check-buffers --validation-batches 1 --resume build/aqsgd-ckpt --json build/aqsgd-resumed.json
 grep -q '"tier": "both"' build/aqsgd.json && grep -q '"start_step": 3' build/aqsgd-resumed.json
+# Data-parallel: 1-bit LAMB on the fortunes text over 3 workers, a
+# checkpoint in the compression stage, and a resumed run to the end.
+rm -rf build/dp-ckpt
+build/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 3 --optimizer onebit-lamb \
+  --data fortunes --train-limit 96 --batch 4 --steps 6 --warmup-steps 2 --lr 0.01 --bandwidth 200Mbps \
+  --save build/dp-ckpt --json build/dp.json
+build/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 3 --optimizer onebit-lamb \
+  --data fortunes --train-limit 96 --batch 4 --steps 9 --warmup-steps 2 --lr 0.01 --bandwidth 200Mbps \
+  --resume build/dp-ckpt --json build/dp-resumed.json
+grep -q '"bytes_per_step_compressed"' build/dp.json && grep -q '"val_loss"' build/dp.json
+grep -q '"start_step": 6' build/dp-resumed.json
+if build/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 2 --data synthetic \
+  --optimizer onebit-lamb --steps 9 --warmup-steps 2 --resume build/dp-ckpt 2>/dev/null; then
+  echo "a checkpoint of 3 workers must be refused by 2" >&2
+  exit 1
+fi
+build/bin/actkit dp --model resnet18 --workers 2 --optimizer fp16-adam --data fashion-mnist --train-limit 64 \
+  --batch 16 --steps 2 --json build/dp-resnet.json
+grep -q '"val_accuracy"' build/dp-resnet.json
 # Kernel-shaped links need a private network namespace (root).
 if unshare -n -m true 2>/dev/null; then
+  build/bin/actkit dp --model gpt2 --layers 1 --hidden 64 --heads 2 --seq-len 32 --workers 2 --data synthetic \
+    --optimizer onebit-adam --steps 3 --warmup-steps 1 --batch 4 --link kernel --bandwidth 100Mbps \
+    --json build/dp-kernel.json
+  grep -q '"link": "kernel"' build/dp-kernel.json
   build/bin/actkit pipeline --stages 3 --layers 1 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
     --micro-batch-size 2 --codec directq --fw-bits 4 --data synthetic --steps 2 --validation-batches 1 \
     --link kernel --bandwidth 100Mbps,50Mbps --latency 2ms --json build/pipeline-kernel.json

@@ -290,6 +290,16 @@ TEST(DataParallelOptimizer, CheckpointResumesBitForBitAndRefusesOtherSettings) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(DataParallelOptimizer, CheckpointBeforeTheFirstStepLoads) {
+  Bowl a(9);
+  optim::Lamb opt(a.params, optim::LambOptions(0.05), {nullptr, optim::Exchange::kOneBit, 2});
+  std::stringstream buffer;
+  torch::save(opt, buffer);
+  optim::Lamb again(a.params, optim::LambOptions(0.05), {nullptr, optim::Exchange::kOneBit, 2});
+  torch::load(again, buffer);
+  EXPECT_EQ(again.steps(), 0);
+}
+
 TEST(DataParallelOptimizer, BadSettingsAreRefused) {
   Bowl bowl(8);
   EXPECT_THROW(optim::Adam(bowl.params, optim::AdamOptions(-1)), InvalidInput);
@@ -297,6 +307,8 @@ TEST(DataParallelOptimizer, BadSettingsAreRefused) {
   EXPECT_THROW(optim::Lamb(bowl.params, optim::LambOptions(0.1).c_min(0.5).c_max(0.1)), InvalidInput);
   EXPECT_THROW(optim::Lamb(bowl.params, optim::LambOptions(0.1), {nullptr, optim::Exchange::kOneBit, -1}),
                InvalidInput);
+  EXPECT_THROW(optim::Adam(bowl.params, optim::AdamOptions(0.1), {nullptr, optim::Exchange::kOneBit, 0}),
+               InvalidInput);  // 1-bit needs a variance to freeze
   optim::OneBitLambOptions r;
   r.r_min = 5;
   EXPECT_THROW(optim::Lamb(bowl.params, optim::LambOptions(0.1), {}, r), InvalidInput);

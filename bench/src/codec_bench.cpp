@@ -1,5 +1,9 @@
 #include "actkit/bench/codec_bench.h"
 
+#if defined(ACTKIT_WITH_DISTRIBUTED)
+#include "actkit/comm/onebit_codec.h"
+#endif
+
 #include "actkit/app/run_device.h"
 
 #include <ATen/ATen.h>
@@ -93,6 +97,23 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config) {
   m.encode_gbps = timed([&] { mask = encode_positive_mask(x); });
   m.decode_gbps = timed([&] { mask.decode_into(mask_out); });
   report.codecs.push_back(m);
+
+#if defined(ACTKIT_WITH_DISTRIBUTED)
+  // The 1-bit codec of 1-bit Adam / LAMB (CPU): one chunk of the whole input,
+  // with its error feedback, as a rank of the compressed allreduce encodes it.
+  if (device.is_cpu() && numel >= 8) {
+    const at::Tensor x = at::randn({numel / 8 * 8});
+    at::Tensor error = at::zeros_like(x), y = at::empty_like(x);
+    std::vector<uint8_t> bytes(size_t(onebit_chunk_bytes(x.numel())));
+    const double x_bytes = double(x.numel()) * 4;
+    CodecResult r;
+    r.name = "onebit";
+    r.bits = 1;
+    r.encode_gbps = x_bytes / 1e9 / best_seconds([&] { onebit_encode(x, error, bytes.data()); }, config.min_seconds);
+    r.decode_gbps = x_bytes / 1e9 / best_seconds([&] { onebit_decode(bytes.data(), y); }, config.min_seconds);
+    report.codecs.push_back(r);
+  }
+#endif
 
   // The boundary codecs see what a pipeline stage sends: tokens of 768
   // channels, 512 to a sequence, as many sequences as the size allows.

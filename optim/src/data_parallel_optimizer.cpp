@@ -41,6 +41,11 @@ DataParallelOptimizer::DataParallelOptimizer(std::vector<torch::optim::Optimizer
                                              ExchangeOptions exchange, std::string algorithm)
     : Optimizer(std::move(groups), std::move(defaults)), exchange_(exchange), algorithm_(std::move(algorithm)) {
   if (exchange_.warmup_steps < 0) throw InvalidInput(c10::str(algorithm_, ": negative warm-up"));
+  // The frozen variance is the warm-up's: 1-bit from the first step would
+  // divide by ε alone.
+  if (exchange_.exchange == Exchange::kOneBit && exchange_.warmup_steps < 1) {
+    throw InvalidInput(c10::str(algorithm_, ": 1-bit exchange needs a warm-up of at least one step"));
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> DataParallelOptimizer::handshake_facts() const {
@@ -203,8 +208,9 @@ void DataParallelOptimizer::save(torch::serialize::OutputArchive& archive) const
     for (const auto& p : g.params()) shapes.push_back(p.numel());
   }
   archive.write("parameter_sizes", torch::tensor(shapes.empty() ? std::vector<int64_t>{-1} : shapes));
-  for (size_t i = 0; i < states.size(); ++i) {
-    const State& s = *states[i];
+  const State fresh;  // parameters not stepped yet
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const State& s = i < states.size() ? *states[i] : fresh;
     const std::string k = c10::str("p", i, ".");
     archive.write(k + "step", c10::IValue(s.step));
     archive.write(k + "frozen_step", c10::IValue(s.frozen_step));

@@ -28,7 +28,7 @@ struct CodecBenchConfig {
 };
 
 struct CodecResult {
-  std::string name;  // "pergroup", "mask", "directq" or "tah"
+  std::string name;  // "pergroup", "mask", "directq", "tah" or "onebit" (1-bit Adam/LAMB, one thread)
   int bits = 0;
   double encode_gbps = 0;  // GB/s of fp32 input bytes
   double decode_gbps = 0;

@@ -13,7 +13,7 @@
 // part (empty ones are ignored). In the warm-up a parameter that no rank has
 // a gradient for is left alone, as LibTorch's optimizers do; a rank without
 // a gradient for a parameter others have contributes zeros. The compression
-// stage works on the parameters updated in the freeze step, in one fused
+// stage works on the parameters updated at least once by the freeze, in one fused
 // buffer whose layout every rank shares; one of them without a gradient
 // later counts as a zero gradient.
 //
@@ -52,7 +52,8 @@ Exchange parse_exchange(const std::string& text);
 struct ExchangeOptions {
   Communicator* comm = nullptr;  // nullptr: a single process (no exchange)
   Exchange exchange = Exchange::kFp32;
-  // kOneBit: steps of the warm-up (the freeze follows step `warmup_steps`).
+  // kOneBit: steps of the warm-up, at least 1 (the freeze follows step
+  // `warmup_steps`).
   // The paper's BERT runs used 16.7% of the run; docs/data-parallel.md.
   int64_t warmup_steps = 0;
 };
