@@ -4,7 +4,7 @@
 # LAMB / Adam in fp32, fp16 and 1-bit, and convergence of each optimizer
 # with the same steps and seed.
 #
-#   scripts/bench-dp.sh [speed|convergence|all] [OUT_DIR]
+#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|all] [OUT_DIR]
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-dp); the tables go to stdout.
@@ -53,29 +53,53 @@ for algo in ["lamb", "adam"]:
 PY
 }
 
+# The convergence table of runs PREFIX-<optimizer>: each 1-bit optimizer
+# next to its full-precision twin, METRIC (val_loss or val_accuracy).
+convergence_table() {
+  python3 - "$out" "$1" "$2" <<'PY'
+import json, sys
+out, prefix, metric = sys.argv[1:4]
+name = "validation loss" if metric == "val_loss" else "test accuracy"
+print(f"| optimizer | steps | warm-up | final train loss | {name} | bytes in all | vs fp32 bytes |")
+print("|---|---|---|---|---|---|---|")
+for algo in ["lamb", "adam"]:
+    full = json.load(open(f"{out}/{prefix}-{algo}.json"))
+    for o in [algo, "onebit-" + algo]:
+        d = json.load(open(f"{out}/{prefix}-{o}.json"))
+        value = f"{d[metric]:.4f}" if metric == "val_loss" else f"{100 * d[metric]:.2f}%"
+        print(f"| {o} | {d['steps']} | {d['warmup_steps']} | {d['final_train_loss']:.4f} | {value} | "
+              f"{d['bytes_total']} | {full['bytes_total'] / d['bytes_total']:.2f}x |")
+PY
+}
+
+# The language model on the fortunes text: 4 workers × 8, two epochs over
+# 4096 examples, the paper's 16.7% warm-up.
 convergence() {
   local opt
   for opt in lamb onebit-lamb adam onebit-adam; do
     run "conv-$opt" --workers 4 --optimizer "$opt" --data fortunes --train-limit 4096 --batch 8 --epochs 2 \
       --lr 0.003 --warmup-fraction 0.167 --seed 1
   done
-  python3 - "$out" <<'PY'
-import json, sys
-out = sys.argv[1]
-print("| optimizer | steps | warm-up | final train loss | validation loss | bytes in all | vs fp32 bytes |")
-print("|---|---|---|---|---|---|---|")
-for algo in ["lamb", "adam"]:
-    full = json.load(open(f"{out}/conv-{algo}.json"))
-    for o in [algo, "onebit-" + algo]:
-        d = json.load(open(f"{out}/conv-{o}.json"))
-        print(f"| {o} | {d['steps']} | {d['warmup_steps']} | {d['final_train_loss']:.4f} | {d['val_loss']:.4f} | "
-              f"{d['bytes_total']} | {full['bytes_total']/d['bytes_total']:.2f}x |")
-PY
+  convergence_table conv val_loss
+}
+
+# ResNet-18 on Fashion-MNIST: 4 workers × 32 (a global batch of 128), one
+# epoch over 8192 examples (64 steps), the paper's 16.7% warm-up; accuracy on
+# the 10000 test images.
+convergence_resnet() {
+  local opt
+  for opt in lamb onebit-lamb adam onebit-adam; do
+    "$actkit" dp --model resnet18 --workers 4 --optimizer "$opt" --data fashion-mnist --train-limit 8192 \
+      --batch 32 --epochs 1 --lr 0.003 --warmup-fraction 0.167 --seed 1 --json "$out/resnet-$opt.json" \
+      > "$out/resnet-$opt.log" 2>&1 || { echo "run resnet-$opt failed:"; tail -5 "$out/resnet-$opt.log"; exit 1; }
+  done
+  convergence_table resnet val_accuracy
 }
 
 case "$what" in
   speed) speed ;;
   convergence) convergence ;;
-  all) speed; convergence ;;
-  *) echo "usage: scripts/bench-dp.sh [speed|convergence|all] [OUT_DIR]" >&2; exit 2 ;;
+  convergence-resnet) convergence_resnet ;;
+  all) speed; convergence; convergence_resnet ;;
+  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|all] [OUT_DIR]" >&2; exit 2 ;;
 esac
