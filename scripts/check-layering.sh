@@ -20,7 +20,7 @@ declare -A allowed=(
   [pipeline]="pipeline comm models converters layers allocator swap core kernels"
   [optim]="optim comm core kernels"
   [app]="app models converters layers allocator swap core kernels"
-  [bench]="bench app models converters layers allocator swap core kernels"
+  [bench]="bench app comm models converters layers allocator swap core kernels"
   [cli]="cli pipeline optim comm bench app models converters layers allocator swap core kernels"
 )
 
