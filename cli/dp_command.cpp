@@ -63,12 +63,6 @@ std::pair<std::string, optim::Exchange> parse_optimizer(const std::string& name)
                      ": expected adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb");
 }
 
-int timeout_seconds(const DpArgs& a) {
-  if (a.timeout_s > 0) return a.timeout_s;
-  const char* env = std::getenv("ACTKIT_COMM_TIMEOUT");
-  const int v = env != nullptr ? std::atoi(env) : 0;
-  return v > 0 ? v : 300;
-}
 
 void check_args(const DpArgs& a) {
   parse_optimizer(a.optimizer);
@@ -325,7 +319,6 @@ int run_rank(DpArgs& a) {
   }
   const double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   const optim::ExchangeStats stats = opt->exchange_stats();
-  const CollectiveStats before_report = comm.collective_stats();
   // The mean loss over every rank's batch of each step: one collective at the end.
   at::Tensor mean_losses = at::tensor(losses, at::kDouble).to(at::kFloat).contiguous();
   comm.all_reduce_sum(mean_losses, "loss report");
@@ -338,7 +331,6 @@ int run_rank(DpArgs& a) {
   double evaluation = 0;
   if (leader) evaluation = shard.evaluate(*model);
   comm.barrier();
-  (void)before_report;
   if (!leader) return 0;
 
   const int64_t n_loss = mean_losses.numel();
@@ -442,7 +434,7 @@ void add_dp_command(CLI::App& app) {
       run_rank(*a);
       return;
     }
-    const RankLaunch launch{"dp", a->argv, a->workers, a->port, timeout_seconds(*a)};
+    const RankLaunch launch{"dp", a->argv, a->workers, a->port, rank_timeout_seconds(a->timeout_s)};
     if (a->link == "kernel") {
       const double rate = parse_bandwidth(a->bandwidth);
       launch_shaped(launch, [](int, int) { return 0.0; }, [rate](int) { return rate; });

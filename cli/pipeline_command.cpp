@@ -85,13 +85,6 @@ class CorpusSource : public pipeline::BatchSource {
 };
 
 
-// --timeout, else ACTKIT_COMM_TIMEOUT, else 300 s: how long a rank waits.
-int timeout_seconds(const PipelineArgs& a) {
-  if (a.timeout_s > 0) return a.timeout_s;
-  const char* env = std::getenv("ACTKIT_COMM_TIMEOUT");
-  const int v = env != nullptr ? std::atoi(env) : 0;
-  return v > 0 ? v : 300;
-}
 
 // The rate of the first boundary (what the JSON's bandwidth_bps reports).
 double first_rate(const PipelineArgs& a) {
@@ -365,7 +358,7 @@ int run_rank(PipelineArgs& a) {
 // The ranks, one per stage; with --link kernel each link s <-> s + 1 gets
 // its own rate in both directions, as two machines on a full-duplex link.
 RankLaunch rank_launch(const PipelineArgs& a) {
-  return {"pipeline", a.argv, a.config.stages, a.port, timeout_seconds(a)};
+  return {"pipeline", a.argv, a.config.stages, a.port, rank_timeout_seconds(a.timeout_s)};
 }
 
 void launch_shaped_pipeline(const PipelineArgs& a) {

@@ -39,6 +39,13 @@ void check_results(const RankLaunch& l, const std::vector<app::ProcessResult>& r
 
 }  // namespace
 
+int rank_timeout_seconds(int flag) {
+  if (flag > 0) return flag;
+  const char* env = std::getenv("ACTKIT_COMM_TIMEOUT");
+  const int v = env != nullptr ? std::atoi(env) : 0;
+  return v > 0 ? v : 300;
+}
+
 void launch_local(const RankLaunch& l) {
   const int port = l.port > 0 ? l.port : free_local_port();
   const std::string threads = threads_per_rank(l.ranks);

@@ -19,6 +19,10 @@ struct RankLaunch {
   int timeout_s = 300;            // how long a rank may wait on another
 };
 
+// How long a rank waits for another: `flag` (--timeout) when positive,
+// else ACTKIT_COMM_TIMEOUT, else 300 s.
+int rank_timeout_seconds(int flag);
+
 // Runs every rank on loopback and waits. Throws Error naming a rank that
 // failed or was killed.
 void launch_local(const RankLaunch& launch);

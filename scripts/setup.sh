@@ -14,7 +14,7 @@ packages=(
   libopenblas0-pthread
   dataset-fashion-mnist fio
   fortunes  # the text corpus of actkit pipeline and the language models
-  iproute2  # ip and tc: kernel-shaped links (actkit pipeline --link kernel)
+  iproute2  # ip and tc: kernel-shaped links (actkit pipeline and dp --link kernel)
   python3-torchvision  # the oracle tests: the zoo against torchvision (tests/oracle)
 )
 missing=()

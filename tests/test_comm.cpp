@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actkit/app/process.h"
+#include "peer_ranks.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/comm/link_spec.h"
 
@@ -20,19 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 
 std::vector<app::ProcessResult> run_peers(int world, const std::vector<std::string>& args, int timeout_s = 20) {
-  const int port = free_local_port();
-  std::vector<app::ProcessSpec> specs;
-  for (int r = 0; r < world; ++r) {
-    std::vector<std::string> argv{ACTKIT_COMM_PEER};
-    argv.insert(argv.end(), args.begin(), args.end());
-    specs.push_back({argv,
-                     {{"RANK", std::to_string(r)},
-                      {"WORLD_SIZE", std::to_string(world)},
-                      {"MASTER_ADDR", "127.0.0.1"},
-                      {"MASTER_PORT", std::to_string(port)},
-                      {"ACTKIT_COMM_TIMEOUT", std::to_string(timeout_s)}}});
-  }
-  return app::run_processes(specs, std::chrono::seconds(timeout_s + 2));
+  return run_ranks(ACTKIT_COMM_PEER, world, args, timeout_s);
 }
 
 TEST(Comm, MessagesOfEverySizeCrossARingAndComeBack) {

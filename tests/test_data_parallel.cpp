@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "actkit/app/process.h"
+#include "peer_ranks.h"
 #include "actkit/comm/compressed_allreduce.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/comm/onebit_codec.h"
@@ -316,20 +317,7 @@ TEST(DataParallelOptimizer, BadSettingsAreRefused) {
 }
 
 std::vector<app::ProcessResult> run_peers(int world, const std::vector<std::string>& args, int timeout_s = 30) {
-  const int port = free_local_port();
-  std::vector<app::ProcessSpec> specs;
-  for (int r = 0; r < world; ++r) {
-    std::vector<std::string> argv{ACTKIT_DP_PEER};
-    argv.insert(argv.end(), args.begin(), args.end());
-    specs.push_back({argv,
-                     {{"RANK", std::to_string(r)},
-                      {"WORLD_SIZE", std::to_string(world)},
-                      {"MASTER_ADDR", "127.0.0.1"},
-                      {"MASTER_PORT", std::to_string(port)},
-                      {"OMP_NUM_THREADS", "1"},
-                      {"ACTKIT_COMM_TIMEOUT", std::to_string(timeout_s)}}});
-  }
-  return app::run_processes(specs, std::chrono::seconds(timeout_s + 5));
+  return run_ranks(ACTKIT_DP_PEER, world, args, timeout_s);
 }
 
 void expect_all(const std::vector<app::ProcessResult>& results, int status, const std::string& what) {

@@ -1,11 +1,13 @@
-// The compressed allreduce (see the header). Both errors are updated in
-// copies and committed only once every rank's chunks came back finite, so a
+// The compressed allreduce (see the header). Both errors are written to
+// spares and swapped in only once every rank's chunks came back finite, so a
 // skipped step leaves the state exactly as it was on every rank.
 #include "actkit/comm/compressed_allreduce.h"
 
 #include <c10/util/StringUtil.h>
 
+#include <limits>
 #include <numeric>
+#include <utility>
 
 #include "actkit/comm/onebit_codec.h"
 #include "actkit/core/errors.h"
@@ -21,6 +23,15 @@ CompressedAllreduce::CompressedAllreduce(Communicator* comm, int64_t numel)
   chunk_ = padded / world_;
   worker_error_ = at::zeros({padded}, at::kFloat);
   server_error_ = at::zeros({chunk_}, at::kFloat);
+  worker_spare_ = at::empty_like(worker_error_);
+  server_spare_ = at::empty_like(server_error_);
+  const int64_t cb = onebit_chunk_bytes(chunk_);
+  values_ = at::zeros({padded}, at::kFloat);
+  sent_ = at::empty({world_ * cb}, at::kByte);
+  received_ = at::empty({world_ * cb}, at::kByte);
+  served_ = at::empty({cb}, at::kByte);
+  gathered_ = at::empty({world_ * cb}, at::kByte);
+  mean_ = at::empty({chunk_}, at::kFloat);
 }
 
 int64_t CompressedAllreduce::wire_bytes_per_call() const {
@@ -35,54 +46,49 @@ bool CompressedAllreduce::average(at::Tensor& buffer, const std::string& what) {
   }
   const int n = world_;
   const int64_t cb = onebit_chunk_bytes(chunk_);
-  at::Tensor values = at::zeros({padded_numel()}, at::kFloat);
-  values.narrow(0, 0, numel_).copy_(buffer);
+  values_.narrow(0, 0, numel_).copy_(buffer);
+  values_.narrow(0, numel_, padded_numel() - numel_).zero_();  // the last call's decoded padding
 
   // 1. Every rank's chunks, each with its own scale, to the rank serving it.
-  at::Tensor worker_error = worker_error_.clone();
-  at::Tensor sent = at::empty({n * cb}, at::kByte);
   for (int i = 0; i < n; ++i) {
-    at::Tensor error = worker_error.narrow(0, i * chunk_, chunk_);
-    onebit_encode(values.narrow(0, i * chunk_, chunk_), error, sent.data_ptr<uint8_t>() + i * cb);
+    at::Tensor next = worker_spare_.narrow(0, i * chunk_, chunk_);
+    onebit_encode(values_.narrow(0, i * chunk_, chunk_), worker_error_.narrow(0, i * chunk_, chunk_), next,
+                  sent_.data_ptr<uint8_t>() + i * cb);
   }
-  at::Tensor received = at::empty({n * cb}, at::kByte);
   if (comm_ != nullptr) {
-    comm_->all_to_all(sent, received, c10::str(what, " (1-bit chunks to their servers)"));
+    comm_->all_to_all(sent_, received_, c10::str(what, " (1-bit chunks to their servers)"));
   } else {
-    received.copy_(sent);
+    received_.copy_(sent_);
   }
 
   // 2. This rank's chunk: the mean of every rank's copy, plus the server error.
-  at::Tensor mean = at::zeros({chunk_}, at::kFloat);
+  mean_.zero_();
   bool finite = true;
-  for (int j = 0; j < n; ++j) finite = onebit_decode(received.data_ptr<uint8_t>() + j * cb, mean, true) && finite;
-  at::Tensor server_error = server_error_.clone();
-  at::Tensor served = at::empty({cb}, at::kByte);
+  for (int j = 0; j < n; ++j) finite = onebit_decode(received_.data_ptr<uint8_t>() + j * cb, mean_, true) && finite;
   if (finite) {
-    mean.div_(float(n));
-    finite = onebit_encode(mean, server_error, served.data_ptr<uint8_t>());
+    mean_.div_(float(n));
+    finite = onebit_encode(mean_, server_error_, server_spare_, served_.data_ptr<uint8_t>());
   }
   if (!finite) {
     // A NaN scale tells every rank to skip this step.
     at::Tensor nan = at::full({chunk_}, std::numeric_limits<float>::quiet_NaN(), at::kFloat);
     at::Tensor scratch = at::zeros({chunk_}, at::kFloat);
-    onebit_encode(nan, scratch, served.data_ptr<uint8_t>());
+    onebit_encode(nan, scratch, served_.data_ptr<uint8_t>());
   }
 
   // 3. Every server's encoded mean to every rank.
-  at::Tensor gathered = at::empty({n * cb}, at::kByte);
   if (comm_ != nullptr) {
-    comm_->all_gather(served, gathered, c10::str(what, " (1-bit averages to every rank)"));
+    comm_->all_gather(served_, gathered_, c10::str(what, " (1-bit averages to every rank)"));
   } else {
-    gathered.copy_(served);
+    gathered_.copy_(served_);
   }
   for (int j = 0; j < n; ++j) {
-    at::Tensor out = values.narrow(0, j * chunk_, chunk_);
-    if (!onebit_decode(gathered.data_ptr<uint8_t>() + j * cb, out)) return false;  // nothing committed
+    at::Tensor out = values_.narrow(0, j * chunk_, chunk_);  // scratch: a refused chunk leaves the buffer alone
+    if (!onebit_decode(gathered_.data_ptr<uint8_t>() + j * cb, out)) return false;  // nothing committed
   }
-  buffer.copy_(values.narrow(0, 0, numel_));
-  worker_error_ = worker_error;
-  server_error_ = server_error;
+  buffer.copy_(values_.narrow(0, 0, numel_));
+  std::swap(worker_error_, worker_spare_);
+  std::swap(server_error_, server_spare_);
   return true;
 }
 

@@ -34,15 +34,20 @@ float onebit_scale(const uint8_t* bytes) {
   return s;
 }
 
-bool onebit_encode(const at::Tensor& x, at::Tensor& error, uint8_t* out) {
+bool onebit_encode(const at::Tensor& x, at::Tensor& error, uint8_t* out) { return onebit_encode(x, error, error, out); }
+
+bool onebit_encode(const at::Tensor& x, const at::Tensor& error, at::Tensor& new_error, uint8_t* out) {
   check_values(x, "onebit_encode", "the input");
   check_values(error, "onebit_encode", "the error");
-  if (error.numel() != x.numel()) {
-    throw InvalidInput(c10::str("onebit_encode: the error holds ", error.numel(), " values, the input ", x.numel()));
+  check_values(new_error, "onebit_encode", "the new error");
+  if (error.numel() != x.numel() || new_error.numel() != x.numel()) {
+    throw InvalidInput(c10::str("onebit_encode: the errors hold ", error.numel(), " and ", new_error.numel(),
+                                " values, the input ", x.numel()));
   }
   const int64_t n = x.numel();
   const float* xp = x.data_ptr<float>();
-  float* ep = error.data_ptr<float>();
+  const float* ep = error.data_ptr<float>();
+  float* np = new_error.data_ptr<float>();
   // ‖x + e‖² in four double partial sums: exact enough for any fp32 chunk,
   // and the same order every time (the reference must match bit for bit).
   double part[4] = {0, 0, 0, 0};
@@ -69,7 +74,7 @@ bool onebit_encode(const at::Tensor& x, at::Tensor& error, uint8_t* out) {
       const float y = xp[i] + ep[i];
       const bool positive = y >= 0.0f;  // sign(0) = +1
       byte |= uint8_t(positive) << k;
-      ep[i] = y - (positive ? scale : -scale);
+      np[i] = y - (positive ? scale : -scale);  // ep[i] is not read again: np may alias it
     }
     signs[j] = byte;
   }

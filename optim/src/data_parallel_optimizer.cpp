@@ -124,13 +124,14 @@ bool DataParallelOptimizer::warmup_step(std::vector<Param>& params) {
   }
   const int64_t flags = int64_t(taking.size());
   at::Tensor buffer = at::zeros({total + flags}, at::kFloat);
+  float* flag = buffer.data_ptr<float>() + total;
   int64_t offset = 0;
   for (size_t k = 0; k < taking.size(); ++k) {
     const torch::Tensor& p = params[taking[k]].tensor;
     const torch::Tensor& g = p.grad();
     if (g.defined()) {
       buffer.narrow(0, offset, p.numel()).copy_(g.reshape({-1}));
-      buffer[total + int64_t(k)] = 1.0f;
+      flag[k] = 1.0f;
     }
     offset += p.numel();
   }
@@ -152,11 +153,12 @@ bool DataParallelOptimizer::warmup_step(std::vector<Param>& params) {
   }
   if (!buffer.narrow(0, 0, total).isfinite().all().item<bool>()) return false;
   ++stats_.warmup_steps;
+  const float* any_rank = buffer.data_ptr<float>() + total;  // the buffer may be a new tensor (fp16 path)
   offset = 0;
   for (size_t k = 0; k < taking.size(); ++k) {
     Param& p = params[taking[k]];
     const int64_t n = p.tensor.numel();
-    if (buffer[total + int64_t(k)].item<float>() > 0) {
+    if (any_rank[k] > 0) {
       // A single process hands the gradient itself on, as LibTorch's optimizers see it.
       const torch::Tensor grad = world == 1 ? p.tensor.grad() : buffer.narrow(0, offset, n).view_as(p.tensor);
       warmup_update(p, grad);

@@ -65,6 +65,12 @@ class CompressedAllreduce {
   int64_t chunk_;
   at::Tensor worker_error_;
   at::Tensor server_error_;
+  // A call's new errors go to these and are swapped in on success, so a
+  // skipped step keeps the old ones without a copy.
+  at::Tensor worker_spare_, server_spare_;
+  // Scratch reused by every call: the padded values, the encoded chunks
+  // sent, received, served and gathered, the served chunk's mean.
+  at::Tensor values_, sent_, received_, served_, gathered_, mean_;
 };
 
 }  // namespace actkit

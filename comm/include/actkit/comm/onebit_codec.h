@@ -30,6 +30,11 @@ int64_t onebit_chunk_bytes(int64_t n);
 // `error` untouched and returns false; true otherwise. Throws InvalidInput
 // for a wrong dtype, device, layout or size.
 bool onebit_encode(const at::Tensor& x, at::Tensor& error, uint8_t* out);
+// The same, leaving `error` as it was and writing the new error to
+// `new_error` (same size; may be `error` itself): a caller that may have to
+// roll back keeps both without a copy. `new_error` is untouched when it
+// returns false.
+bool onebit_encode(const at::Tensor& x, const at::Tensor& error, at::Tensor& new_error, uint8_t* out);
 
 // Adds (accumulate) or writes decode(bytes) into `out` (fp32, contiguous,
 // numel n). Returns false, leaving `out` untouched, for a chunk whose scale
