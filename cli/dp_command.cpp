@@ -27,10 +27,9 @@
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
 #include "actkit/models/zoo.h"
-#include "actkit/optim/adam.h"
-#include "actkit/optim/lamb.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "dp_optimizer.h"
 #include "rank_launcher.h"
 
 namespace actkit::cli {
@@ -52,20 +51,8 @@ struct DpArgs {
   int port = 0, timeout_s = 0;
 };
 
-// "onebit-lamb" -> (lamb, onebit), "fp16-adam" -> (adam, fp16), "adam" -> (adam, fp32).
-std::pair<std::string, optim::Exchange> parse_optimizer(const std::string& name) {
-  for (const std::string algo : {"adam", "lamb"}) {
-    if (name == algo) return {algo, optim::Exchange::kFp32};
-    if (name == "onebit-" + algo) return {algo, optim::Exchange::kOneBit};
-    if (name == "fp16-" + algo) return {algo, optim::Exchange::kFp16};
-  }
-  throw InvalidInput("dp: --optimizer " + name +
-                     ": expected adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb");
-}
-
-
 void check_args(const DpArgs& a) {
-  parse_optimizer(a.optimizer);
+  parse_dp_optimizer(a.optimizer, "dp");
   parse_bandwidth(a.bandwidth);
   parse_latency(a.latency);
   if (a.workers < 1) throw InvalidInput("dp: --workers must be >= 1");
@@ -211,10 +198,9 @@ int run_rank(DpArgs& a) {
   app::apply_level_switches({level}, at::kCPU);
   Shard shard(a, rank, world);
   const int64_t total = a.steps > 0 ? a.steps : int64_t(a.epochs) * shard.steps_per_epoch();
-  const auto [algo, exchange] = parse_optimizer(a.optimizer);
-  const int64_t warmup = exchange != optim::Exchange::kOneBit ? 0
-                         : a.warmup_steps >= 0             ? a.warmup_steps
-                                                           : std::max<int64_t>(1, std::llround(a.warmup_fraction * double(total)));
+  const DpOptimizerChoice choice = parse_dp_optimizer(a.optimizer, "dp");
+  const auto& [algo, exchange] = choice;
+  const int64_t warmup = dp_warmup_steps(choice, a.warmup_steps, a.warmup_fraction, total);
 
   at::manual_seed(int64_t(a.seed));  // the same initial weights on every rank
   ModelOptions o;
@@ -237,12 +223,8 @@ int run_rank(DpArgs& a) {
   model->train();
 
   optim::ExchangeOptions eo{&comm, exchange, warmup};
-  std::unique_ptr<optim::DataParallelOptimizer> opt;
-  if (algo == "adam") {
-    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions(a.lr).weight_decay(a.weight_decay), eo);
-  } else {
-    opt = std::make_unique<optim::Lamb>(model->parameters(), optim::LambOptions(a.lr).weight_decay(a.weight_decay), eo);
-  }
+  std::unique_ptr<optim::DataParallelOptimizer> opt =
+      make_dp_optimizer(choice, model->parameters(), a.lr, a.weight_decay, eo);
   auto facts = opt->handshake_facts();
   facts.insert(facts.begin(), {{"model", a.model},
                                {"level", level.spec},

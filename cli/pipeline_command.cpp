@@ -24,10 +24,12 @@
 #include "actkit/comm/communicator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
+#include "actkit/pipeline/replica_groups.h"
 #include "actkit/pipeline/stage_runner.h"
 #include "actkit/pipeline/synthetic_source.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "dp_optimizer.h"
 #include "rank_launcher.h"
 
 namespace actkit::cli {
@@ -51,6 +53,9 @@ struct PipelineArgs {
   std::string buffer_dir, buffer_memory = "unlimited", buffer_format = "fp16";
   int port = 0;
   int timeout_s = 0;  // 0: ACTKIT_COMM_TIMEOUT, else 300 s
+  // --dp: the 1-bit optimizers' warm-up, as `actkit dp` takes it
+  int64_t dp_warmup_steps = -1;
+  double dp_warmup_fraction = 0.167;
 };
 
 // The training examples of a TextCorpus as the pipeline's micro-batches.
@@ -141,6 +146,18 @@ void finish_config(PipelineArgs& a) {
     throw InvalidInput(c10::str("pipeline: --data ", a.data, ": expected fortunes or synthetic"));
   }
   if ((a.steps > 0) == (a.epochs > 0)) throw InvalidInput("pipeline: give exactly one of --steps and --epochs");
+  if (c.replicas > 1) {
+    parse_dp_optimizer(c.optimizer, "pipeline --dp");
+    if (c.link_mode == "kernel") {
+      throw InvalidInput("pipeline: --dp runs with --link process (the replica links are paced in-process)");
+    }
+    if (a.dp_warmup_steps < -1 || a.dp_warmup_fraction < 0 || a.dp_warmup_fraction > 1) {
+      throw InvalidInput("pipeline: --dp-warmup-steps must be >= 0 and --dp-warmup-fraction in [0, 1]");
+    }
+  } else if (c.optimizer != "adamw" && c.optimizer != "sgd") {
+    throw InvalidInput(c10::str("pipeline: --optimizer ", c.optimizer,
+                                ": expected adamw or sgd (the data-parallel optimizers need --dp N, N > 1)"));
+  }
   c.validate();
 }
 
@@ -149,25 +166,33 @@ int run_rank(PipelineArgs& a) {
   pipeline::PipelineConfig& c = a.config;
   GroupConfig g = GroupConfig::from_env();
   if (a.timeout_s > 0) g.timeout = std::chrono::seconds(a.timeout_s);  // else ACTKIT_COMM_TIMEOUT or 300 s
-  Communicator comm(g);
-  const bool leader = comm.rank() == 0;
+  Communicator world(g);
+  const bool leader = world.rank() == 0;
+  const int k = c.stages, n = c.replicas;
+  pipeline::ReplicaGroups groups = pipeline::make_replica_groups(world, k, n);
+  const int replica = groups.replica;
+  Communicator& comm = *groups.pipeline;
 
+  // Every replica's micro-batches of a step, in one stream; each replica
+  // takes its own run of them.
   std::unique_ptr<app::TextCorpus> corpus;
-  std::unique_ptr<pipeline::BatchSource> source;
+  std::unique_ptr<pipeline::BatchSource> all_replicas;
   int64_t train_examples = 0;
   if (a.data == "fortunes") {
     corpus = std::make_unique<app::TextCorpus>(a.data_path, c.seq_len, a.train_limit);
     train_examples = corpus->train_size();
-    source = std::make_unique<CorpusSource>(*corpus, c.micro_batch_size, c.micro_batches, c.seed,
-                                            a.validation_batches);
+    all_replicas = std::make_unique<CorpusSource>(*corpus, c.micro_batch_size, c.micro_batches * n, c.seed,
+                                                  a.validation_batches);
   } else {
     // --train-limit N: N examples seen again every epoch (as aqsgd needs); else every one is new.
     train_examples = a.train_limit;
-    source = std::make_unique<pipeline::SyntheticSource>(c.micro_batch_size, c.seq_len, c.model_options.vocab_size,
-                                                         c.seed, a.validation_batches, a.train_limit,
-                                                         c.micro_batches);
+    all_replicas = std::make_unique<pipeline::SyntheticSource>(c.micro_batch_size, c.seq_len,
+                                                               c.model_options.vocab_size, c.seed,
+                                                               a.validation_batches, a.train_limit,
+                                                               c.micro_batches * n);
   }
-  const int64_t per_step = int64_t(c.micro_batches) * c.micro_batch_size;
+  auto source = std::make_unique<pipeline::ReplicaShare>(*all_replicas, replica, c.micro_batches);
+  const int64_t per_step = int64_t(c.micro_batches) * c.micro_batch_size * n;
   // aqsgd: the warm-up in steps, and a private buffer directory when none was given.
   c.buffers.warmup_steps =
       int64_t(std::ceil(a.warmup_epochs * double(train_examples > 0 ? train_examples : per_step) / double(per_step)));
@@ -175,7 +200,7 @@ int run_rank(PipelineArgs& a) {
   if (a.buffer_dir.empty()) {
     c.buffers.dir = (std::filesystem::temp_directory_path() /
                      c10::str("actkit-buffers-", std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "0", "-rank",
-                              comm.rank()))
+                              world.rank()))
                         .string();
     temporary_buffers = true;
   }
@@ -190,7 +215,26 @@ int run_rank(PipelineArgs& a) {
   }
   c.run = c10::str("data=", a.data, " examples=", train_examples, " limit=", a.train_limit, " steps=", steps,
                    " validation=", source->validation_batches(), " init=", a.init.empty() ? "no" : "yes");
-  pipeline::StageRunner runner(comm, c, *source, a.init, !a.resume.empty());
+  pipeline::Replication replication;
+  replication.index = replica;
+  int64_t dp_warmup = 0;
+  std::vector<optim::DataParallelOptimizer*> dp_optimizers;  // this stage's, owned by the runner
+  if (n > 1) {
+    world.handshake(c.facts());  // every replica runs the same pipeline (each replica's stages check again)
+    const DpOptimizerChoice choice = parse_dp_optimizer(c.optimizer, "pipeline --dp");
+    dp_warmup = dp_warmup_steps(choice, a.dp_warmup_steps, a.dp_warmup_fraction, steps);
+    // The replicas of a stage are other machines: the first boundary's link.
+    groups.stage_replicas->set_egress({first_rate(a), c.forward_links.empty() ? 0 : c.forward_links[0].latency_seconds});
+    Communicator* dp = groups.stage_replicas.get();
+    replication.make_optimizer = [&, dp, choice](std::vector<at::Tensor> params) {
+      auto opt = make_dp_optimizer(choice, std::move(params), c.lr, c.weight_decay, {dp, choice.exchange, dp_warmup});
+      dp->handshake(opt->handshake_facts());
+      dp_optimizers.push_back(opt.get());
+      return std::unique_ptr<torch::optim::Optimizer>(std::move(opt));
+    };
+    replication.exchange_bytes = [dp] { return dp->collective_stats().wire_bytes; };
+  }
+  pipeline::StageRunner runner(comm, c, *source, a.init, !a.resume.empty(), replication);
   if (runner.start_step() >= steps) {
     throw InvalidInput(c10::str("pipeline: the checkpoint is of step ", runner.start_step(), ", the run has ", steps,
                                 " steps: nothing to do"));
@@ -207,6 +251,10 @@ int run_rank(PipelineArgs& a) {
                c.stages, c.model, c.model_options.layers, c.model_options.hidden, split,
                pipeline::to_string(c.schedule), c.forward_codec.describe(), c.backward_codec.describe(), c.level.spec,
                c.link_mode, format_bandwidth(first_rate(a)));
+    if (n > 1) {
+      fmt::print("{} data-parallel replicas of the pipeline ({} ranks), {} across them (warm-up {} of {} steps)\n", n,
+                 k * n, c.optimizer, dp_warmup, steps);
+    }
     std::fflush(stdout);  // before the progress lines on stderr
   }
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -248,7 +296,7 @@ int run_rank(PipelineArgs& a) {
   if (!a.save.empty()) runner.save(a.save, steps);
   const auto [links, stages] = runner.gather_reports();
   comm.flush();
-  comm.barrier();
+  world.barrier();
   if (temporary_buffers) {
     std::error_code ec;
     std::filesystem::remove_all(c.buffers.dir, ec);
@@ -314,6 +362,16 @@ int run_rank(PipelineArgs& a) {
                buffer["tier"].get<std::string>(), pipeline::to_string(c.buffers.format), stored, per_example, read,
                written, wait);
   }
+  int64_t exchange_bytes = 0;
+  for (const auto& s : stages) exchange_bytes += s.exchange_bytes;
+  const int64_t steps_run = steps - first_step;
+  if (n > 1) {
+    const optim::ExchangeStats& e = dp_optimizers.front()->exchange_stats();
+    fmt::print("replica exchange ({}): {} bytes from replica 0's stages, {:.0f} per step; stage 0: {} warm-up and "
+               "{} compressed steps, {} and {} bytes\n",
+               c.optimizer, exchange_bytes, double(exchange_bytes) / double(std::max<int64_t>(1, steps_run)),
+               e.warmup_steps, e.compressed_steps, e.warmup_bytes, e.compressed_bytes);
+  }
   const double ratio = sent > 0 ? double(raw) / double(sent) : 1.0;
   fmt::print("train loss {:.4f}  validation loss {:.4f}  {:.0f} tokens/s  step {:.0f} ms  compression {:.2f}x\n",
              last_loss, val_loss, tokens_per_s, 1000 * step_s, ratio);
@@ -350,7 +408,14 @@ int run_rank(PipelineArgs& a) {
                              {"split", split},
                              {"peak_memory_bytes", peaks},
                              {"start_step", first_step},
-                             {"buffer", buffer}});
+                             {"buffer", buffer},
+                             {"replicas", n},
+                             {"optimizer", c.optimizer},
+                             {"dp_warmup_steps", dp_warmup},
+                             {"exchange_bytes", exchange_bytes},
+                             {"boundary_bytes", sent},
+                             {"bytes_per_step",
+                              double(sent + exchange_bytes) / double(std::max<int64_t>(1, steps_run))}});
   }
   return 0;
 }
@@ -358,7 +423,7 @@ int run_rank(PipelineArgs& a) {
 // The ranks, one per stage; with --link kernel each link s <-> s + 1 gets
 // its own rate in both directions, as two machines on a full-duplex link.
 RankLaunch rank_launch(const PipelineArgs& a) {
-  return {"pipeline", a.argv, a.config.stages, a.port, rank_timeout_seconds(a.timeout_s)};
+  return {"pipeline", a.argv, a.config.stages * a.config.replicas, a.port, rank_timeout_seconds(a.timeout_s)};
 }
 
 void launch_shaped_pipeline(const PipelineArgs& a) {
@@ -434,7 +499,16 @@ void add_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--steps", a->steps, "Training steps");
   p->add_option("--epochs", a->epochs, "Epochs over the training examples (instead of --steps)");
-  p->add_option("--optimizer", c.optimizer, "adamw or sgd")->capture_default_str();
+  p->add_option("--optimizer", c.optimizer,
+                "adamw or sgd; with --dp: adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
+      ->capture_default_str();
+  p->add_option("--dp", c.replicas, "Data-parallel replicas of the whole pipeline (stages × N processes)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  p->add_option("--dp-warmup-steps", a->dp_warmup_steps, "--dp with a 1-bit optimizer: steps of the warm-up");
+  p->add_option("--dp-warmup-fraction", a->dp_warmup_fraction,
+                "--dp with a 1-bit optimizer: the warm-up as a fraction of the run (without --dp-warmup-steps)")
+      ->capture_default_str();
   p->add_option("--lr", c.lr, "Learning rate")->capture_default_str();
   p->add_option("--weight-decay", c.weight_decay, "Weight decay")->capture_default_str();
   p->add_option("--seed", c.seed, "Seed for weights, data order and rounding")->capture_default_str();

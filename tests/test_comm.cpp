@@ -135,5 +135,27 @@ TEST(GroupConfig, RejectsWhatCannotFormAGroup) {
   EXPECT_THROW(c.validate(), InvalidInput);
 }
 
+// A subgroup is checked before anything is formed: a name, ascending
+// members of the group, this rank among them. A good one works on its own.
+TEST(Subgroup, RefusesBadMembersAndWorksAlone) {
+  GroupConfig c;
+  c.master_port = free_local_port();
+  c.timeout = std::chrono::seconds(20);
+  Communicator world(c);
+  EXPECT_THROW(world.subgroup("", {0}), InvalidInput);
+  EXPECT_THROW(world.subgroup("a/b", {0}), InvalidInput);
+  EXPECT_THROW(world.subgroup("x", {1}), InvalidInput);   // not a rank of the group
+  EXPECT_THROW(world.subgroup("x", {0, 0}), InvalidInput);  // not ascending
+  EXPECT_THROW(world.subgroup("x", {}), InvalidInput);     // this rank not among them
+  auto sub = world.subgroup("alone", {0});
+  ASSERT_NE(sub, nullptr);
+  EXPECT_EQ(sub->rank(), 0);
+  EXPECT_EQ(sub->world_size(), 1);
+  at::Tensor t = at::ones({4});
+  sub->all_reduce_sum(t, "a sum over one rank");
+  EXPECT_TRUE(at::equal(t, at::ones({4})));
+  sub->handshake({{"name", "value"}});
+}
+
 }  // namespace
 }  // namespace actkit

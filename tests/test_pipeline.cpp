@@ -19,6 +19,7 @@
 #include "actkit/pipeline/schedule.h"
 #include "actkit/pipeline/stage_split.h"
 #include "actkit/pipeline/synthetic_source.h"
+#include "peer_ranks.h"
 #include "pipeline_test_model.h"
 
 namespace actkit {
@@ -350,6 +351,97 @@ TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
   std::filesystem::remove_all(whole);
   std::filesystem::remove_all(rest);
   std::filesystem::remove_all(tmp);
+}
+
+
+// ---- Data-parallel replicas of a pipeline (`actkit pipeline --dp`) ----
+
+// Runs STAGES × REPLICAS ranks of actkit_pipeline_dp_peer; returns OUT.
+std::string run_replicated(int stages, int replicas, int micro, const std::string& optimizer, int warmup, int steps) {
+  const std::string out = c10::str(std::filesystem::temp_directory_path().string(), "/actkit-pipeline-dp-", getpid(),
+                                   "-", stages, "x", replicas, "-", optimizer);
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(out);
+  const auto results = run_ranks(ACTKIT_PIPELINE_DP_PEER, stages * replicas,
+                                 {std::to_string(stages), std::to_string(replicas), std::to_string(micro), optimizer,
+                                  std::to_string(warmup), std::to_string(steps), out},
+                                 60);
+  for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].succeeded()) << "rank " << r << ": " << results[r].output;
+  return out;
+}
+
+std::map<std::string, at::Tensor> replica_parameters(const std::string& out, int replica, int stage) {
+  std::map<std::string, at::Tensor> params;
+  for (const auto& item : read_state_dict(c10::str(out, "/params-replica", replica, "-stage", stage, ".pt"))) {
+    params[item.key()] = item.value();
+  }
+  return params;
+}
+
+std::vector<double> replica_losses(const std::string& out, int replica) {
+  std::ifstream in(c10::str(out, "/losses-replica", replica));
+  std::vector<double> v;
+  for (double x; in >> x;) v.push_back(x);
+  return v;
+}
+
+// Two replicas of M micro-batches each, their gradients averaged in fp32,
+// compute what one pipeline of their 2·M micro-batches computes: the same
+// loss per step (the mean of the replicas' losses), the same parameters up
+// to the order of floating-point sums, and every replica the same bits.
+TEST(PipelineDataParallel, TwoReplicasEndWhereOnePipelineOfTheirMicroBatchesEnds) {
+  const int steps = 3;
+  const std::string ref = run_replicated(2, 1, 4, "adam", 0, steps);
+  const std::string dp = run_replicated(2, 2, 2, "adam", 0, steps);
+  const auto ref_losses = replica_losses(ref, 0), a = replica_losses(dp, 0), b = replica_losses(dp, 1);
+  ASSERT_EQ(ref_losses.size(), size_t(steps));
+  ASSERT_EQ(a.size(), size_t(steps));
+  ASSERT_EQ(b.size(), size_t(steps));
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_NEAR((a[size_t(s)] + b[size_t(s)]) / 2, ref_losses[size_t(s)], 1e-5) << "step " << s;
+    EXPECT_GT(std::fabs(a[size_t(s)] - b[size_t(s)]), 1e-4) << "the replicas saw the same examples in step " << s;
+  }
+  for (int stage = 0; stage < 2; ++stage) {
+    const auto expected = replica_parameters(ref, 0, stage);
+    const auto first = replica_parameters(dp, 0, stage), second = replica_parameters(dp, 1, stage);
+    ASSERT_EQ(first.size(), expected.size());
+    for (const auto& [name, value] : expected) {
+      EXPECT_TRUE(at::equal(first.at(name), second.at(name))) << "stage " << stage << " " << name;
+      // Adam's first steps move each entry by about lr·sign(gradient): an
+      // entry whose gradient is rounding noise may go either way (2·lr per step).
+      const double max_diff = (first.at(name) - value).abs().max().item<double>();
+      const double mean_diff = (first.at(name) - value).abs().mean().item<double>();
+      EXPECT_LE(max_diff, 2 * 1e-3 * steps + 1e-6) << "stage " << stage << " " << name;
+      EXPECT_LT(mean_diff, 1e-5) << "stage " << stage << " " << name;
+    }
+  }
+  std::filesystem::remove_all(ref);
+  std::filesystem::remove_all(dp);
+}
+
+// With 1-bit Adam across the replicas, the replicas still hold the same
+// bits after the freeze (the compressed allreduce returns the same average
+// everywhere), and so do the two copies of GPT-2's tied embedding on the
+// first and last stage (each stage exchanges it with an optimizer of its
+// own, over the same values).
+TEST(PipelineDataParallel, OneBitReplicasAndTiedCopiesStayEqual) {
+  const int steps = 5;
+  const std::string dp = run_replicated(2, 2, 2, "onebit-adam", 2, steps);
+  for (int replica = 0; replica < 2; ++replica) {
+    const auto losses = replica_losses(dp, replica);
+    ASSERT_EQ(losses.size(), size_t(steps));
+    for (double l : losses) EXPECT_TRUE(std::isfinite(l));
+    EXPECT_TRUE(at::equal(replica_parameters(dp, replica, 0).at("wte.weight"),
+                          replica_parameters(dp, replica, 1).at("wte.weight")))
+        << "replica " << replica << ": the tied embedding's copies drifted apart";
+  }
+  for (int stage = 0; stage < 2; ++stage) {
+    const auto first = replica_parameters(dp, 0, stage), second = replica_parameters(dp, 1, stage);
+    for (const auto& [name, value] : first) {
+      EXPECT_TRUE(at::equal(value, second.at(name))) << "stage " << stage << " " << name;
+    }
+  }
+  std::filesystem::remove_all(dp);
 }
 
 }  // namespace

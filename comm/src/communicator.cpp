@@ -64,6 +64,10 @@ struct Inbound {
 
 struct Communicator::Impl {
   GroupConfig config;
+  // A subgroup's ranks in the outermost group (empty: this is that group),
+  // and its name.
+  std::vector<int> members;
+  std::string name;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   std::vector<std::unique_ptr<LinkPacer>> pacers;  // per peer
@@ -127,9 +131,9 @@ struct Communicator::Impl {
                          0);
       }
       if (theirs < seq) {
-        return CommError(c10::str(me(), ": ", what, " failed: rank ", r, " has not arrived (it entered ", theirs,
-                                  " collectives, this rank ", seq, "): is rank ", r, " alive? (", error, ")"),
-                         r);
+        return CommError(c10::str(me(), ": ", what, " failed: ", who(r), " has not arrived (it entered ", theirs,
+                                  " collectives, this rank ", seq, "): is ", who(r), " alive? (", error, ")"),
+                         global(r));
       }
     }
     return CommError(c10::str(me(), ": ", what, " failed: a peer left during the transfer: ", error), -1);
@@ -141,7 +145,12 @@ struct Communicator::Impl {
     }
   }
 
-  std::string me() const { return c10::str("rank ", config.rank); }
+  // Ranks as the user knows them: the outermost group's numbers.
+  int global(int r) const { return members.empty() ? r : members[size_t(r)]; }
+  std::string who(int r) const { return c10::str("rank ", global(r)); }
+  std::string me() const {
+    return members.empty() ? who(config.rank) : c10::str(who(config.rank), " (in group ", name, ")");
+  }
 
   void check_peer(int peer, int channel, const char* what) const {
     if (peer < 0 || peer >= config.world_size || peer == config.rank) {
@@ -198,7 +207,7 @@ struct Communicator::Impl {
       lock.lock();
       o.busy = false;
       if (!error.empty() && o.error.empty()) {
-        o.error = c10::str(me(), ": sending on channel ", channel, " to rank ", peer, " failed: ", error);
+        o.error = c10::str(me(), ": sending on channel ", channel, " to ", who(peer), " failed: ", error);
         o.queue.clear();  // nothing after a failed message can arrive in order
       }
       o.cv.notify_all();
@@ -263,6 +272,28 @@ struct Communicator::Impl {
   }
 };
 
+namespace {
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const GroupConfig& config) {
+  auto gloo = c10d::ProcessGroupGloo::Options::create(config.timeout);
+  // Bind to the interface the user names (as PyTorch does), else to the
+  // address that reaches the master: loopback for a single machine.
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname != nullptr && *ifname != '\0') {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  } else if (config.master_addr == "127.0.0.1" || config.master_addr == "localhost") {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  gloo->threads = 2;  // sends and receives complete on the device thread; collectives are rare here
+  return gloo;
+}
+
+}  // namespace
+
+Communicator::Communicator() : impl_(std::make_unique<Impl>()) {}
+
 Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<Impl>()) {
   config.validate();
   Impl& s = *impl_;
@@ -279,20 +310,8 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
     options.timeout = config.timeout;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
     s.store = c10::make_intrusive<c10d::PrefixStore>("actkit", tcp);
-    auto gloo = c10d::ProcessGroupGloo::Options::create(config.timeout);
-    // Bind to the interface the user names (as PyTorch does), else to the
-    // address that reaches the master: loopback for a single machine.
-    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    if (ifname != nullptr && *ifname != '\0') {
-      gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-    } else if (config.master_addr == "127.0.0.1" || config.master_addr == "localhost") {
-      gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    } else {
-      gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    }
-    gloo->threads = 2;  // sends and receives complete on the device thread; collectives are rare here
-    s.group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("gloo", s.store), config.rank, config.world_size, gloo);
+    s.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", s.store),
+                                                          config.rank, config.world_size, gloo_options(config));
   } catch (const std::exception& e) {
     throw CommError(c10::str("rank ", config.rank, ": the group of ", config.world_size, " at ", config.master_addr,
                              ":", config.master_port, " did not form within ",
@@ -300,6 +319,43 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
                     -1);
   }
   for (int r = 0; r < config.world_size; ++r) s.pacers.push_back(std::make_unique<LinkPacer>());
+}
+
+std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, const std::vector<int>& members) {
+  Impl& s = *impl_;
+  if (name.empty() || name.find('/') != std::string::npos) {
+    throw InvalidInput(c10::str("subgroup: the name '", name, "' must be non-empty and without '/'"));
+  }
+  int index = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= s.config.world_size || (i > 0 && members[i] <= members[i - 1])) {
+      throw InvalidInput(c10::str("subgroup ", name, ": members must be ascending ranks of a group of ",
+                                  s.config.world_size, ", got ", c10::Join(",", members)));
+    }
+    if (members[i] == s.config.rank) index = int(i);
+  }
+  if (index < 0) {
+    throw InvalidInput(c10::str("subgroup ", name, ": ", s.me(), " is not among its members ", c10::Join(",", members)));
+  }
+  std::unique_ptr<Communicator> sub(new Communicator());
+  Impl& t = *sub->impl_;
+  t.config = s.config;
+  t.config.rank = index;
+  t.config.world_size = int(members.size());
+  for (int m : members) t.members.push_back(s.global(m));
+  t.name = s.members.empty() ? name : s.name + "/" + name;
+  try {
+    t.store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, s.store);
+    t.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", t.store),
+                                                          index, int(members.size()), gloo_options(s.config));
+  } catch (const std::exception& e) {
+    throw CommError(c10::str(s.me(), ": the group ", name, " of ranks ", c10::Join(",", t.members),
+                             " did not form within ", std::chrono::duration<double>(s.config.timeout).count(),
+                             " s: ", e.what()),
+                    -1);
+  }
+  for (size_t r = 0; r < members.size(); ++r) t.pacers.push_back(std::make_unique<LinkPacer>());
+  return sub;
 }
 
 Communicator::~Communicator() {
@@ -365,11 +421,11 @@ void Communicator::flush() {
       return !o->error.empty() || (o->queue.empty() && !o->busy);
     });
     o->stats.wait_seconds += seconds_since(t1);
-    if (!o->error.empty()) throw CommError(o->error, key.first);
+    if (!o->error.empty()) throw CommError(o->error, s.global(key.first));
     if (!done) {
-      throw CommError(c10::str(s.me(), ": messages to rank ", key.first, " on channel ", key.second,
-                               " still unsent after ", seconds_since(t0), " s: is rank ", key.first, " alive?"),
-                      key.first);
+      throw CommError(c10::str(s.me(), ": messages to ", s.who(key.first), " on channel ", key.second,
+                               " still unsent after ", seconds_since(t0), " s: is ", s.who(key.first), " alive?"),
+                      s.global(key.first));
     }
   }
 }
@@ -410,11 +466,11 @@ std::vector<uint8_t> Communicator::recv(int peer, int channel, const std::string
     return bytes;
   }
   if (!arrived) {
-    throw CommError(c10::str(s.me(), ": timed out after ", seconds_since(t0), " s waiting for ", what, " from rank ",
-                             peer, ": is rank ", peer, " alive?"),
-                    peer);
+    throw CommError(c10::str(s.me(), ": timed out after ", seconds_since(t0), " s waiting for ", what, " from ",
+                             s.who(peer), ": is ", s.who(peer), " alive?"),
+                    s.global(peer));
   }
-  throw CommError(c10::str(s.me(), ": waiting for ", what, " from rank ", peer, ": ", in.error), peer);
+  throw CommError(c10::str(s.me(), ": waiting for ", what, " from ", s.who(peer), ": ", in.error), s.global(peer));
 }
 
 void Communicator::handshake(const std::vector<std::pair<std::string, std::string>>& facts) {
@@ -435,28 +491,29 @@ void Communicator::handshake(const std::vector<std::pair<std::string, std::strin
     try {
       theirs = s.store->get(key(r));  // waits up to the store's timeout
     } catch (const std::exception& e) {
-      throw CommError(c10::str(s.me(), ": handshake: rank ", r, " did not report its configuration: ", e.what()), r);
+      throw CommError(c10::str(s.me(), ": handshake: ", s.who(r), " did not report its configuration: ", e.what()),
+                      s.global(r));
     }
     std::istringstream in(std::string(theirs.begin(), theirs.end()));
     std::string name, value;
     size_t i = 0;
     while (std::getline(in, name) && std::getline(in, value)) {
       if (i >= facts.size() || facts[i].first != name) {
-        throw CommError(c10::str(s.me(), ": handshake: rank ", r, " reports '", name, "' where this rank has '",
+        throw CommError(c10::str(s.me(), ": handshake: ", s.who(r), " reports '", name, "' where this rank has '",
                                  i < facts.size() ? facts[i].first : "nothing", "' (a different program version?)"),
-                        r);
+                        s.global(r));
       }
       if (facts[i].second != value) {
-        throw CommError(c10::str(s.me(), ": handshake: ", name, " differs: rank ", r, " has '", value,
-                                 "', rank ", s.config.rank, " has '", facts[i].second, "'"),
-                        r);
+        throw CommError(c10::str(s.me(), ": handshake: ", name, " differs: ", s.who(r), " has '", value, "', ",
+                                 s.who(s.config.rank), " has '", facts[i].second, "'"),
+                        s.global(r));
       }
       ++i;
     }
     if (i != facts.size()) {
-      throw CommError(c10::str(s.me(), ": handshake: rank ", r, " reports ", i, " settings, this rank ",
+      throw CommError(c10::str(s.me(), ": handshake: ", s.who(r), " reports ", i, " settings, this rank ",
                                facts.size(), " (a different program version?)"),
-                      r);
+                      s.global(r));
     }
   }
 }

@@ -18,9 +18,8 @@ void PipelineConfig::validate() const {
   if (in_flight != 0 && in_flight < stages) {
     throw InvalidInput(c10::str("in flight: at least the number of stages (", stages, "), or 0, got ", in_flight));
   }
-  if (optimizer != "adamw" && optimizer != "sgd") {
-    throw InvalidInput(c10::str("optimizer '", optimizer, "': expected adamw or sgd"));
-  }
+  if (optimizer.empty()) throw InvalidInput("optimizer: no name given");
+  if (replicas < 1) throw InvalidInput(c10::str("replicas must be >= 1, got ", replicas));
   const size_t links = size_t(stages - 1);
   if ((!forward_links.empty() && forward_links.size() != links) ||
       (!backward_links.empty() && backward_links.size() != links)) {
@@ -56,7 +55,7 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
       {"shape", c10::str("layers=", o.layers, " hidden=", o.hidden, " heads=", o.heads, " vocab=", o.vocab_size,
                          " positions=", o.max_positions, " dropout=", o.dropout)},
       {"seq_len", std::to_string(seq_len)},
-      {"stages", std::to_string(stages)},
+      {"stages", c10::str(stages, " x ", replicas, " replicas")},
       {"micro_batches", c10::str(micro_batches, "x", micro_batch_size)},
       {"schedule", c10::str(to_string(schedule), " in_flight=", in_flight)},
       {"forward_codec", forward_codec.describe()},

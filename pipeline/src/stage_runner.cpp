@@ -123,9 +123,18 @@ int64_t numel_of(const std::vector<std::string>& names, const torch::OrderedDict
 }  // namespace
 
 StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init,
-                         bool resume)
-    : comm_(comm), config_(config), data_(data) {
+                         bool resume, Replication replication)
+    : comm_(comm), config_(config), data_(data), replication_(std::move(replication)) {
   config_.validate();
+  if (!replication_.make_optimizer && config_.optimizer != "adamw" && config_.optimizer != "sgd") {
+    throw InvalidInput(c10::str("optimizer '", config_.optimizer, "': expected adamw or sgd"));
+  }
+  if (config_.replicas > 1 && !replication_.make_optimizer) {
+    throw InvalidInput(c10::str(config_.replicas, " replicas: the optimizer must average over them (make_optimizer)"));
+  }
+  if (replication_.index < 0 || replication_.index >= config_.replicas) {
+    throw InvalidInput(c10::str("replica ", replication_.index, " of ", config_.replicas));
+  }
   if (comm.world_size() != config_.stages) {
     throw InvalidInput(c10::str("pipeline of ", config_.stages, " stages on a group of ", comm.world_size(),
                                 " ranks: one rank per stage"));
@@ -211,12 +220,22 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
     if (mine.count(item.key()) == 0) item.value().set_data(at::empty({0}, item.value().options()));
   }
   for (const auto& name : param_names_) params_.push_back(model_->named_parameters()[name]);
-  if (config_.optimizer == "sgd") {
-    optimizer_ = std::make_unique<torch::optim::SGD>(
-        params_, torch::optim::SGDOptions(config_.lr).momentum(0.9).weight_decay(config_.weight_decay));
+  if (replication_.make_optimizer) {
+    std::vector<at::Tensor> shared, own;
+    for (size_t i = 0; i < param_names_.size(); ++i) {
+      const bool is_shared = std::any_of(shared_.begin(), shared_.end(),
+                                         [&](const auto& entry) { return entry.first == param_names_[i]; });
+      (is_shared ? shared : own).push_back(params_[i]);
+    }
+    for (auto* list : {&shared, &own}) {
+      if (!list->empty()) optimizers_.push_back(replication_.make_optimizer(*list));
+    }
+  } else if (config_.optimizer == "sgd") {
+    optimizers_.push_back(std::make_unique<torch::optim::SGD>(
+        params_, torch::optim::SGDOptions(config_.lr).momentum(0.9).weight_decay(config_.weight_decay)));
   } else {
-    optimizer_ = std::make_unique<torch::optim::AdamW>(
-        params_, torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay));
+    optimizers_.push_back(std::make_unique<torch::optim::AdamW>(
+        params_, torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay)));
   }
   if (resume) {
     if (init.empty()) throw InvalidInput("resume: no checkpoint directory given");
@@ -237,16 +256,16 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
     std::string send_error, recv_error;
     try {
       if (!last()) {
-        aq_send_ = std::make_unique<AqsgdBoundary>(c10::str("boundary", stage_, "to", stage_ + 1, "-sender.store"),
-                                                   config_.buffers, config_.forward_codec, row, at);
+        aq_send_ = std::make_unique<AqsgdBoundary>(store_name(stage_, stage_ + 1, "sender"), config_.buffers,
+                                                   config_.forward_codec, row, at);
       }
     } catch (const Error& e) {
       send_error = e.what();
     }
     try {
       if (!first()) {
-        aq_recv_ = std::make_unique<AqsgdBoundary>(c10::str("boundary", stage_ - 1, "to", stage_, "-receiver.store"),
-                                                   config_.buffers, config_.forward_codec, row, at);
+        aq_recv_ = std::make_unique<AqsgdBoundary>(store_name(stage_ - 1, stage_, "receiver"), config_.buffers,
+                                                   config_.forward_codec, row, at);
       }
     } catch (const Error& e) {
       recv_error = e.what();
@@ -259,18 +278,38 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
 
 StageRunner::~StageRunner() = default;
 
+std::string StageRunner::optimizer_file(const std::string& dir) const {
+  if (config_.replicas == 1) return c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, ".pt");
+  return c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, "-replica", replication_.index, "of",
+                  config_.replicas, ".pt");
+}
+
+std::string StageRunner::store_name(int from, int to, const char* side) const {
+  // Replicas see other examples: each keeps m(ξ) of its own.
+  const std::string replica = config_.replicas == 1 ? "" : c10::str("-replica", replication_.index);
+  return c10::str("boundary", from, "to", to, replica, "-", side, ".store");
+}
+
 void StageRunner::load_optimizer(const std::string& dir) {
-  const std::string file = c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, ".pt");
+  const std::string file = optimizer_file(dir);
   if (!std::filesystem::exists(file)) {
     throw FormatError(c10::str("resume: ", file, " is missing: resume from a directory that a run of ", config_.stages,
-                               " stages saved"));
+                               " stages and ", config_.replicas, " replicas saved"));
   }
   std::string saved_config;
   int64_t saved_crc = -1;
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(file);
-    optimizer_->load(archive);
+    if (optimizers_.size() == 1) {
+      optimizers_[0]->load(archive);
+    } else {
+      for (size_t i = 0; i < optimizers_.size(); ++i) {
+        torch::serialize::InputArchive part;
+        archive.read(c10::str("optimizer", i), part);
+        optimizers_[i]->load(part);
+      }
+    }
     at::Tensor steps, crc;
     archive.read("steps", steps);
     start_step_ = steps.item<int64_t>();
@@ -355,7 +394,7 @@ std::string StageRunner::boundary(int from, int to) const { return c10::str("bou
 
 uint64_t StageRunner::buffer_seed(int64_t step, int micro_batch, int boundary) const {
   return config_.seed * 0xD1B54A32D192ED03ull ^ (uint64_t(step) << 24) ^ (uint64_t(micro_batch) << 8) ^
-         (uint64_t(boundary) << 2) ^ 3u;
+         (uint64_t(boundary) << 2) ^ 3u ^ (uint64_t(replication_.index) << 48);
 }
 
 void StageRunner::prefetch_buffers(int64_t step, int micro_batch) {
@@ -370,7 +409,7 @@ void StageRunner::prefetch_buffers(int64_t step, int micro_batch) {
 uint64_t StageRunner::rounding_seed(int64_t step, int micro_batch, int direction) const {
   // Distinct for every message of the run; the same on a re-run.
   return config_.seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) << 24) ^ (uint64_t(micro_batch) << 8) ^
-         (uint64_t(stage_) << 2) ^ uint64_t(direction);
+         (uint64_t(stage_) << 2) ^ uint64_t(direction) ^ (uint64_t(replication_.index) << 48);
 }
 
 at::Tensor StageRunner::run_pieces(const at::Tensor& input) {
@@ -382,10 +421,12 @@ at::Tensor StageRunner::run_pieces(const at::Tensor& input) {
 StepReport StageRunner::train_step(int64_t step, double lr) {
   const auto t0 = Clock::now();
   const int m_count = config_.micro_batches;
-  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-  // Each stage's own dropout stream, drawn afresh every step, so that a
-  // resumed run draws what the uninterrupted one did.
-  at::manual_seed(int64_t(config_.seed) + 1000 * (stage_ + 1) + 7919 * step);
+  for (auto& optimizer : optimizers_) {
+    for (auto& group : optimizer->param_groups()) group.options().set_lr(lr);
+  }
+  // Each stage's (and replica's) own dropout stream, drawn afresh every
+  // step, so that a resumed run draws what the uninterrupted one did.
+  at::manual_seed(int64_t(config_.seed) + 1000 * (stage_ + 1) + 7919 * step + 104729 * replication_.index);
   const bool check = config_.buffers.check && (aq_send_ || aq_recv_);
   if (aq_recv_ && check) comm_.expect(stage_ - 1, kBufferChecks, m_count, 64);
   for (int m = 0; m < config_.buffers.prefetch_depth && m < m_count; ++m) prefetch_buffers(step, m);
@@ -468,7 +509,7 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
     }
   }
   exchange_tied_gradients(step);
-  optimizer_->step();
+  for (auto& optimizer : optimizers_) optimizer->step();
   converted_.controller->step();
 
   StepReport report;
@@ -530,6 +571,7 @@ void StageRunner::exchange_tied_gradients(int64_t step) {
 }
 
 double StageRunner::validate() {
+  if (replication_.index != 0) return 0;
   torch::NoGradGuard no_grad;
   model_->eval();
   const int64_t n = data_.validation_batches();
@@ -587,18 +629,34 @@ void StageRunner::save(const std::string& dir, int64_t steps) {
   // place at the end, so a crash leaves a whole old file or a whole new
   // one; the optimizer file records the checksum of the parameter file it
   // belongs to, so a pair from two saves is refused on resume.
+  //
+  // Replicas hold the same parameters: each writes them to find the
+  // checksum its optimizer file records, and replica 0's copy is kept.
   std::filesystem::create_directories(dir);
   const std::string weights = c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt");
-  const std::string optim = c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, ".pt");
-  save_tensors(named_parameters(), weights + ".tmp");
+  const std::string weights_tmp = c10::str(weights, ".tmp", replication_.index);
+  const std::string optim = optimizer_file(dir);
+  save_tensors(named_parameters(), weights_tmp);
   torch::serialize::OutputArchive archive;
-  optimizer_->save(archive);
+  if (optimizers_.size() == 1) {
+    optimizers_[0]->save(archive);
+  } else {
+    for (size_t i = 0; i < optimizers_.size(); ++i) {
+      torch::serialize::OutputArchive part;
+      optimizers_[i]->save(part);
+      archive.write(c10::str("optimizer", i), part);
+    }
+  }
   archive.write("steps", at::tensor(steps));
-  archive.write("parameters_crc", at::tensor(int64_t(file_crc(weights + ".tmp"))));
+  archive.write("parameters_crc", at::tensor(int64_t(file_crc(weights_tmp))));
   archive.write("config", c10::IValue(resume_facts(config_)));
   archive.save_to(optim + ".tmp");
   if (config_.forward_codec.kind == BoundaryCodec::kAqsgd) save_buffers(steps);
-  std::filesystem::rename(weights + ".tmp", weights);
+  if (replication_.index == 0) {
+    std::filesystem::rename(weights_tmp, weights);
+  } else {
+    std::filesystem::remove(weights_tmp);
+  }
   std::filesystem::rename(optim + ".tmp", optim);
 }
 
@@ -654,6 +712,7 @@ StageSummary StageRunner::summary() const {
     s.buffer_bytes_written += st.bytes_written;
     s.buffer_wait_seconds += st.wait_seconds;
   }
+  if (replication_.exchange_bytes) s.exchange_bytes = replication_.exchange_bytes();
   return s;
 }
 
@@ -670,7 +729,7 @@ std::pair<std::vector<LinkReport>, std::vector<StageSummary>> StageRunner::gathe
                           double(s.buffer_bytes_read),
                           double(s.buffer_bytes_written),
                           s.buffer_wait_seconds,
-                          0.0};
+                          double(s.exchange_bytes)};
     for (const auto& l : links) {
       v.insert(v.end(), {double(l.from), double(l.to), l.forward ? 1.0 : 0.0, double(l.bytes), l.wait_seconds,
                          double(l.raw_bytes)});
@@ -702,7 +761,7 @@ std::pair<std::vector<LinkReport>, std::vector<StageSummary>> StageRunner::gathe
     for (double x : v) sound = sound && std::isfinite(x) && std::fabs(x) < 9e15;  // integers fit exactly below 2^53
     if (!sound) throw CommError(c10::str("rank 0: rank ", r, " sent a malformed end-of-run report"), r);
     stages.push_back({int(v[0]), int(v[1]), int(v[2]), int64_t(v[3]), int64_t(v[4]), int64_t(v[5]), int64_t(v[6]),
-                      int64_t(v[7]), int64_t(v[8]), int64_t(v[9]), v[10]});
+                      int64_t(v[7]), int64_t(v[8]), int64_t(v[9]), v[10], int64_t(v[11])});
     for (size_t i = kHead; i < v.size(); i += 6) {
       merge({int(v[i]), int(v[i + 1]), v[i + 2] != 0, int64_t(v[i + 3]), v[i + 4], int64_t(v[i + 5])});
     }

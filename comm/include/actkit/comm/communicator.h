@@ -62,6 +62,17 @@ class Communicator {
   int world_size() const;
   const GroupConfig& config() const;
 
+  // A group of some of this group's ranks: `members` (ascending, this
+  // rank among them), numbered 0, 1, ... in that order in the new group.
+  // It meets through this group's store under `name`, so it needs no port
+  // of its own; it has its own channels, links, collectives and handshakes.
+  // Every member calls it with the same name and members, no other rank
+  // does, and no two live groups share a name. Its errors name ranks by
+  // the outermost group's numbers. It must not outlive this communicator.
+  // Throws InvalidInput for bad members or name, CommError when the group
+  // does not form within the timeout.
+  std::unique_ptr<Communicator> subgroup(const std::string& name, const std::vector<int>& members);
+
   // Emulates `spec` on every message this rank sends to `peer` from now
   // on (all channels share the link). Call before sending.
   void set_link(int peer, LinkSpec spec);
@@ -129,6 +140,7 @@ class Communicator {
 
  private:
   struct Impl;
+  Communicator();  // for subgroup()
   std::unique_ptr<Impl> impl_;
 };
 

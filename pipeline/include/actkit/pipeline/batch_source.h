@@ -27,4 +27,23 @@ class BatchSource {
   virtual MicroBatch validation_batch(int64_t i) = 0;
 };
 
+// Replica `replica` of `replicas` data-parallel pipelines of
+// `micro_batches` micro-batches each: its micro-batch m of a step is
+// micro-batch replica·micro_batches + m of `all`, a source dealing
+// replicas·micro_batches per step. The replicas together then see what one
+// pipeline with replicas·micro_batches micro-batches would, in that order.
+// Validation comes from `all` unchanged. `all` must outlive it.
+class ReplicaShare : public BatchSource {
+ public:
+  ReplicaShare(BatchSource& all, int replica, int micro_batches)
+      : all_(all), first_(replica * micro_batches) {}
+  MicroBatch train_batch(int64_t step, int index) override { return all_.train_batch(step, first_ + index); }
+  int64_t validation_batches() const override { return all_.validation_batches(); }
+  MicroBatch validation_batch(int64_t i) override { return all_.validation_batch(i); }
+
+ private:
+  BatchSource& all_;
+  int first_;
+};
+
 }  // namespace actkit::pipeline

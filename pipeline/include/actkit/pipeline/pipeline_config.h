@@ -33,7 +33,13 @@ struct PipelineConfig {
   BufferOptions buffers;         // aqsgd: where and how m(ξ) is kept
   LevelConfig level;             // activation compression inside each stage
   BalanceBy balance = BalanceBy::kParameters;
-  std::string optimizer = "adamw";  // "adamw" (the default) or "sgd" (momentum 0.9)
+  // Data-parallel copies of the whole pipeline (`actkit pipeline --dp`):
+  // replica r runs stage s as rank r·stages + s, on its own share of the data.
+  int replicas = 1;
+  // "adamw" (the default) or "sgd" (momentum 0.9), which StageRunner makes;
+  // any other name is the optimizer the caller's Replication::make_optimizer
+  // makes (compared across ranks as text).
+  std::string optimizer = "adamw";
   double lr = 3e-4;
   double weight_decay = 0.01;
   uint64_t seed = 1;

@@ -6,6 +6,7 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,10 +54,36 @@ struct StageSummary {
   int64_t buffer_bytes_per_example = 0;  // one side's m(ξ) of one example
   int64_t buffer_bytes_read = 0, buffer_bytes_written = 0;  // file traffic
   double buffer_wait_seconds = 0;
+  int64_t exchange_bytes = 0;  // replicas: what the optimizers' exchanges sent (Replication::exchange_bytes)
+};
+
+// Data parallelism across pipelines (PipelineConfig::replicas > 1): this
+// pipeline is replica `index` of `replicas`; the communicator a StageRunner
+// is given then holds this replica's stages only (ranks 0..stages-1), and
+// the optimizers average what the replicas of a stage computed.
+struct Replication {
+  int index = 0;
+  // Makes the optimizer of some of this stage's parameters; it must
+  // average gradients (or momenta) over the replicas of this stage (the
+  // caller's exchange), so that every replica keeps the same weights. The
+  // runner calls it once for the parameters this stage shares with another
+  // stage (GPT-2's tied embedding), when it has any, and once for the rest:
+  // every stage holding a shared parameter then exchanges exactly the same
+  // values and its copies stay equal bit for bit, whatever the exchange
+  // (a 1-bit one included). Unset: AdamW or SGD (config.optimizer), and
+  // config.replicas must be 1.
+  std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)> make_optimizer;
+  // What the optimizers' exchanges put on this rank's wire so far (bytes),
+  // for the reports; unset: 0.
+  std::function<int64_t()> exchange_bytes;
 };
 
 class StageRunner {
  public:
+  // With `replication` (config.replicas > 1, or an optimizer of the
+  // caller's) the data source must be this replica's share, and the
+  // checkpoint holds one optimizer file per replica: see save().
+  //
   // Builds the model (seeded with config.seed, so every rank has the same
   // initial weights), loads `init` if given (a state-dict file, or a
   // directory of them written by save()), converts it to the level, keeps
@@ -69,10 +96,11 @@ class StageRunner {
   // boundary's buffers) disagree or one is missing, FormatError for an
   // unreadable checkpoint.
   StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init = "",
-              bool resume = false);
+              bool resume = false, Replication replication = {});
   ~StageRunner();
 
   int stage() const { return stage_; }
+  int replica() const { return replication_.index; }
   int64_t start_step() const { return start_step_; }
   bool first() const { return stage_ == 0; }
   bool last() const { return stage_ == config_.stages - 1; }
@@ -86,15 +114,20 @@ class StageRunner {
   StepReport train_step(int64_t step, double lr);
 
   // Mean loss over the source's validation batches (forward only, through
-  // the same boundary codec); the value on rank 0, 0 elsewhere.
+  // the same boundary codec); the value on rank 0, 0 elsewhere. Replicas
+  // hold the same weights: only replica 0 runs it (the others return 0 at
+  // once).
   double validate();
 
   // Checkpoints this stage after `steps` training steps: its parameters to
-  // `dir`/stage<s>of<K>.pt (torch.save format, full parameter names), its
-  // optimizer state and step count to `dir`/optimizer-stage<s>of<K>.pt,
-  // and its aqsgd buffers (both sides of a boundary at the same step, then
-  // compared). Every rank must call it. Throws Error if it cannot be
-  // written, CommError if a boundary's two sides disagree.
+  // `dir`/stage<s>of<K>.pt (torch.save format, full parameter names; with
+  // replicas, replica 0 writes it), its optimizer state and step count to
+  // `dir`/optimizer-stage<s>of<K>.pt (with N replicas, one file per replica:
+  // optimizer-stage<s>of<K>-replica<r>of<N>.pt, as a 1-bit optimizer's
+  // errors are the rank's own), and its aqsgd buffers (both sides of a
+  // boundary at the same step, then compared). Every rank must call it.
+  // Throws Error if it cannot be written, CommError if a boundary's two
+  // sides disagree.
   void save(const std::string& dir, int64_t steps);
 
   // This stage's parameters by full name (what save() writes).
@@ -125,6 +158,8 @@ class StageRunner {
   // run's settings are the saved run's. Throws FormatError.
   void load_optimizer(const std::string& dir);
   void save_buffers(int64_t steps);
+  std::string optimizer_file(const std::string& dir) const;
+  std::string store_name(int from, int to, const char* side) const;
   int64_t boundary_limit() const;  // most bytes a boundary message may announce
 
   Communicator& comm_;
@@ -140,7 +175,10 @@ class StageRunner {
   std::vector<at::Tensor> params_;
   // name -> the stages that use it, for names shared by more than one
   std::vector<std::pair<std::string, std::vector<int>>> shared_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  // One, or with Replication::make_optimizer one for the shared parameters
+  // and one for the rest.
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers_;
+  Replication replication_;
   std::unique_ptr<AqsgdBoundary> aq_send_, aq_recv_;  // aqsgd: toward stage + 1, from stage - 1
   int64_t start_step_ = 0;
   ScopedCpuTracking memory_;
