@@ -95,6 +95,22 @@ if build/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 3
   echo "a checkpoint of 3 workers must be refused by 2" >&2
   exit 1
 fi
+# The two halves together: 2 stages × 2 replicas, TAH-Quant activations,
+# DirectQ gradients, 1-bit Adam across the replicas; a checkpoint after the
+# freeze, and the resumed run must end where the uninterrupted one ends.
+rm -rf build/pdp-ckpt
+pdp="build/bin/actkit pipeline --stages 2 --dp 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2
+  --micro-batch-size 2 --codec tah --optimizer onebit-adam --dp-warmup-steps 3 --lr 1e-3 --train-limit 200
+  --validation-batches 1 --bandwidth 200Mbps"
+$pdp --steps 6 --json build/pdp.json
+$pdp --steps 4 --save build/pdp-ckpt
+$pdp --steps 6 --resume build/pdp-ckpt --json build/pdp-resumed.json
+python3 - <<'PY'
+import json
+a, b = json.load(open("build/pdp.json")), json.load(open("build/pdp-resumed.json"))
+assert a["replicas"] == 2 and a["exchange_bytes"] > 0, a
+assert a["train_losses"][4:] == b["train_losses"] and a["val_loss"] == b["val_loss"], (a["train_losses"], b["train_losses"])
+PY
 build/bin/actkit dp --model resnet18 --workers 2 --optimizer fp16-adam --data fashion-mnist --train-limit 64 \
   --batch 16 --steps 2 --json build/dp-resnet.json
 grep -q '"val_accuracy"' build/dp-resnet.json
