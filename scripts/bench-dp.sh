@@ -2,9 +2,10 @@
 # The data-parallel figures of docs/benchmarks.md: bytes per step and over
 # a run, step time and samples/s of 4 workers against the link rate for
 # LAMB / Adam in fp32, fp16 and 1-bit, and convergence of each optimizer
-# with the same steps and seed.
+# with the same steps and seed; and the pipeline with replicas, every
+# exchange compressed or none.
 #
-#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|all] [OUT_DIR]
+#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|pipeline|all] [OUT_DIR]
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-dp); the tables go to stdout.
@@ -96,10 +97,43 @@ convergence_resnet() {
   convergence_table resnet val_accuracy
 }
 
+# End-to-end compression (AQ-SGD §4.3): 2 stages × 2 replicas of the
+# pipeline's GPT-2 on the fortunes text, every exchange in fp32 (Adam)
+# against every exchange compressed (TAH-Quant 4-bit activations, DirectQ
+# 8-bit gradients, 1-bit Adam across the replicas), unthrottled and at a
+# slow link, same steps and seed.
+pipeline_dp() {
+  local rate name
+  for rate in unlimited 20Mbps; do
+    for name in fp32 compressed; do
+      local args=(--codec fp32 --optimizer adam)
+      [ "$name" = compressed ] && args=(--codec tah --fw-bits 4 --bw-bits 8 --optimizer onebit-adam)
+      "$actkit" pipeline --stages 2 --dp 2 --layers 2 --hidden 128 --heads 4 --seq-len 64 --micro-batches 4 \
+        --micro-batch-size 4 --steps 96 --dp-warmup-fraction 0.167 --lr 1e-3 --seed 1 --validation-batches 16 \
+        --bandwidth "$rate" --latency 5ms "${args[@]}" --json "$out/pdp-$name-$rate.json" \
+        > "$out/pdp-$name-$rate.log" 2>&1 || { echo "run pdp-$name-$rate failed:"; tail -5 "$out/pdp-$name-$rate.log"; exit 1; }
+    done
+  done
+  python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+print("| link | exchanges | bytes/step (replica 0) | tokens/s | speed-up | final train loss | val loss |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for rate in ["unlimited", "20Mbps"]:
+    base = json.load(open(f"{out}/pdp-fp32-{rate}.json"))
+    for name in ["fp32", "compressed"]:
+        r = json.load(open(f"{out}/pdp-{name}-{rate}.json"))
+        what = "all fp32, Adam" if name == "fp32" else f"{r['forward_codec']} / {r['backward_codec']}, 1-bit Adam"
+        print(f"| {rate} | {what} | {r['bytes_per_step']:.0f} | {r['tokens_per_s']:.0f} | "
+              f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}x | {r['final_train_loss']:.3f} | {r['val_loss']:.3f} |")
+PY
+}
+
 case "$what" in
   speed) speed ;;
   convergence) convergence ;;
   convergence-resnet) convergence_resnet ;;
-  all) speed; convergence; convergence_resnet ;;
-  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|all] [OUT_DIR]" >&2; exit 2 ;;
+  pipeline) pipeline_dp ;;
+  all) speed; convergence; convergence_resnet; pipeline_dp ;;
+  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|pipeline|all] [OUT_DIR]" >&2; exit 2 ;;
 esac

@@ -10,8 +10,11 @@
 //
 // OPTIMIZER: adam, lamb, onebit-adam, onebit-lamb; WARMUP: steps before
 // the freeze (1-bit only). With REPLICAS = 1 the optimizer runs in one
-// process per stage (no exchange): the reference.
+// process per stage (no exchange): the reference. PEER_DIE_RANK=r makes
+// rank r exit abruptly (status 9) after step 1, as a crash would; a rank
+// whose error then names "rank r" exits with status 3 (else 1).
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -62,6 +65,8 @@ int main(int argc, char** argv) {
     for (int64_t step = 0; step < steps; ++step) {
       const auto report = runner.train_step(step, c.lr);
       if (groups.stage == 0) losses << report.loss << "\n" << std::flush;
+      const char* die = std::getenv("PEER_DIE_RANK");
+      if (die != nullptr && std::atoi(die) == world.rank() && step == 1) std::_Exit(9);
     }
     save_tensors(runner.named_parameters(),
                  out + "/params-replica" + std::to_string(groups.replica) + "-stage" + std::to_string(groups.stage) +
@@ -70,7 +75,9 @@ int main(int argc, char** argv) {
     world.barrier();
   } catch (const std::exception& e) {
     std::cerr << "pipeline dp peer: " << e.what() << "\n";
-    return 1;
+    const char* die = std::getenv("PEER_DIE_RANK");
+    const std::string named = die != nullptr ? std::string("rank ") + die : "";
+    return !named.empty() && std::string(e.what()).find(named) != std::string::npos ? 3 : 1;
   }
   return 0;
 }

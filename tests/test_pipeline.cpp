@@ -357,7 +357,8 @@ TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
 // ---- Data-parallel replicas of a pipeline (`actkit pipeline --dp`) ----
 
 // Runs STAGES × REPLICAS ranks of actkit_pipeline_dp_peer; returns OUT.
-std::string run_replicated(int stages, int replicas, int micro, const std::string& optimizer, int warmup, int steps) {
+std::string run_replicated(int stages, int replicas, int micro, const std::string& optimizer, int warmup, int steps,
+                           std::vector<app::ProcessResult>* results_out = nullptr, int timeout_s = 60) {
   const std::string out = c10::str(std::filesystem::temp_directory_path().string(), "/actkit-pipeline-dp-", getpid(),
                                    "-", stages, "x", replicas, "-", optimizer);
   std::filesystem::remove_all(out);
@@ -365,7 +366,11 @@ std::string run_replicated(int stages, int replicas, int micro, const std::strin
   const auto results = run_ranks(ACTKIT_PIPELINE_DP_PEER, stages * replicas,
                                  {std::to_string(stages), std::to_string(replicas), std::to_string(micro), optimizer,
                                   std::to_string(warmup), std::to_string(steps), out},
-                                 60);
+                                 timeout_s);
+  if (results_out != nullptr) {
+    *results_out = results;
+    return out;
+  }
   for (size_t r = 0; r < results.size(); ++r) EXPECT_TRUE(results[r].succeeded()) << "rank " << r << ": " << results[r].output;
   return out;
 }
@@ -442,6 +447,26 @@ TEST(PipelineDataParallel, OneBitReplicasAndTiedCopiesStayEqual) {
     }
   }
   std::filesystem::remove_all(dp);
+}
+
+// A rank that dies (rank 3: stage 1 of replica 1) makes every other rank
+// fail within the timeout, not hang; its pipeline neighbour and its
+// replica partner name it by its rank in the whole group.
+TEST(PipelineDataParallel, ADeadRankIsNamedByItsNeighbours) {
+  setenv("PEER_DIE_RANK", "3", 1);
+  std::vector<app::ProcessResult> results;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string out = run_replicated(2, 2, 2, "onebit-adam", 1, 6, &results, 10);
+  unsetenv("PEER_DIE_RANK");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[3].exit_status, 9);
+  EXPECT_NE(results[0].exit_status, 0) << "rank 0 finished a run rank 3 left";
+  EXPECT_EQ(results[0].signal, 0) << "rank 0 hung until killed";
+  EXPECT_EQ(results[1].exit_status, 3) << "its replica partner did not name rank 3";
+  EXPECT_EQ(results[2].exit_status, 3) << "its pipeline neighbour did not name rank 3";
+  EXPECT_LT(seconds, 40);
+  std::filesystem::remove_all(out);
 }
 
 }  // namespace
