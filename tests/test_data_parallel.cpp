@@ -215,6 +215,45 @@ TEST(DataParallelOptimizer, OneBitFormsDescendAfterTheFreeze) {
   }
 }
 
+// In the compression stage r is the largest ratio of the update's
+// denominators, (√v_f + ε)/(√v_fresh + ε), read back from the saved state
+// (v_f, v_fresh, c_avg) and the coefficient c = r·c_avg of the step; the
+// clips are opened wide so that the raw ratio shows. The ratio of the
+// variances, its square, fails this.
+TEST(DataParallelOptimizer, OneBitLambRatioIsTheDenominatorsRatio) {
+  Bowl bowl(8);
+  optim::OneBitLambOptions wide;
+  wide.r_min = 1e-6;
+  wide.r_max = 1e6;
+  wide.r_threshold = 1e6;
+  const double eps = 1e-8;
+  optim::Lamb opt(bowl.params, optim::LambOptions(0.01).eps(eps).c_max(10), {nullptr, optim::Exchange::kOneBit, 3},
+                  wide);
+  for (int s = 0; s < 5; ++s) {
+    bowl.loss_and_grads();
+    opt.step();
+  }
+  ASSERT_TRUE(opt.compressing());
+  torch::serialize::OutputArchive out;
+  opt.save(out);
+  std::stringstream bytes;
+  out.save_to(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  for (size_t i = 0; i < bowl.params.size(); ++i) {
+    torch::Tensor frozen, fresh, scalars;
+    in.read(c10::str("p", i, ".exp_avg_sq"), frozen);
+    in.read(c10::str("p", i, ".fresh_sq"), fresh);
+    in.read(c10::str("p", i, ".scalars"), scalars);
+    const double c_avg = scalars[0].item<double>();
+    const double expected = ((frozen.to(at::kDouble).sqrt() + eps) / (fresh.to(at::kDouble).sqrt() + eps)).max()
+                                .item<double>();
+    const double squared = (frozen.to(at::kDouble) / fresh.to(at::kDouble)).max().item<double>();
+    ASSERT_GT(std::fabs(squared - expected), 0.01 * expected) << "the test cannot tell the two ratios apart";
+    EXPECT_NEAR(opt.coefficients()[i] / c_avg, expected, 1e-5 * expected) << "parameter " << i;
+  }
+}
+
 TEST(DataParallelOptimizer, NonFiniteGradientSkipsTheStep) {
   Bowl a(4), b(4);
   optim::Lamb with(a.params, optim::LambOptions(0.05), {nullptr, optim::Exchange::kOneBit, 3});

@@ -16,8 +16,11 @@
 //   m_prev ← m;  m ← β1·m + (1 − β1)·g  (local)
 //   m ← (1-bit average of s·m) / s
 //   ĝ ← (m − β1·m_prev)/(1 − β1);  v_fresh ← β2·v_fresh + (1 − β2)·ĝ²
-//   r ← max(v_f / v_fresh) clipped to [(1 − r_thr)·r_prev, (1 + r_thr)·r_prev],
-//        then to [r_min, r_max]  (v_fresh floored at 1e-30)
+//   r ← max((√v_f + ε) / (√v_fresh + ε)) clipped to [(1 − r_thr)·r_prev,
+//        (1 + r_thr)·r_prev], then to [r_min, r_max] (the previous r if not
+//        finite). Line 17 of Algorithm 1 prints the ratio of the variances;
+//        this is the ratio of the update's denominators, as the authors'
+//        DeepSpeed code computes it (docs/data-parallel.md: why, measured).
 //   c ← r·c_avg;  x ← x − lr·c·(m / (√v_f + ε) + wd·x)
 #pragma once
 
