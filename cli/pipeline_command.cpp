@@ -148,9 +148,6 @@ void finish_config(PipelineArgs& a) {
   if ((a.steps > 0) == (a.epochs > 0)) throw InvalidInput("pipeline: give exactly one of --steps and --epochs");
   if (c.replicas > 1) {
     parse_dp_optimizer(c.optimizer, "pipeline --dp");
-    if (c.link_mode == "kernel") {
-      throw InvalidInput("pipeline: --dp runs with --link process (the replica links are paced in-process)");
-    }
     if (a.dp_warmup_steps < -1 || a.dp_warmup_fraction < 0 || a.dp_warmup_fraction > 1) {
       throw InvalidInput("pipeline: --dp-warmup-steps must be >= 0 and --dp-warmup-fraction in [0, 1]");
     }
@@ -223,8 +220,10 @@ int run_rank(PipelineArgs& a) {
     world.handshake(c.facts());  // every replica runs the same pipeline (each replica's stages check again)
     const DpOptimizerChoice choice = parse_dp_optimizer(c.optimizer, "pipeline --dp");
     dp_warmup = dp_warmup_steps(choice, a.dp_warmup_steps, a.dp_warmup_fraction, steps);
-    // The replicas of a stage are other machines: the first boundary's link.
-    groups.stage_replicas->set_egress({first_rate(a), c.forward_links.empty() ? 0 : c.forward_links[0].latency_seconds});
+    // The replicas of a stage are other machines: the first boundary's link
+    // (kernel mode: tc shapes its rate; the latency is added here).
+    groups.stage_replicas->set_egress({c.link_mode == "kernel" ? 0 : first_rate(a),
+                                       c.forward_links.empty() ? 0 : c.forward_links[0].latency_seconds});
     Communicator* dp = groups.stage_replicas.get();
     replication.make_optimizer = [&, dp, choice](std::vector<at::Tensor> params) {
       auto opt = make_dp_optimizer(choice, std::move(params), c.lr, c.weight_decay, {dp, choice.exchange, dp_warmup});
@@ -420,8 +419,10 @@ int run_rank(PipelineArgs& a) {
   return 0;
 }
 
-// The ranks, one per stage; with --link kernel each link s <-> s + 1 gets
-// its own rate in both directions, as two machines on a full-duplex link.
+// The ranks, one per stage and replica; with --link kernel each link
+// s <-> s + 1 of a replica gets its own rate in both directions, as two
+// machines on a full-duplex link, and the links between a stage's replicas
+// the first boundary's rate.
 RankLaunch rank_launch(const PipelineArgs& a) {
   return {"pipeline", a.argv, a.config.stages * a.config.replicas, a.port, rank_timeout_seconds(a.timeout_s)};
 }
@@ -431,7 +432,12 @@ void launch_shaped_pipeline(const PipelineArgs& a) {
   const auto rates = parse_bandwidth_list(a.bandwidth, size_t(std::max(k - 1, 1)));
   launch_shaped(
       rank_launch(a),
-      [&](int r, int peer) { return std::abs(r - peer) == 1 ? rates[size_t(std::min(r, peer))] : 0.0; },
+      [&](int r, int peer) {
+        const int s = r % k, t = peer % k;
+        if (r / k == peer / k && std::abs(s - t) == 1) return rates[size_t(std::min(s, t))];  // a boundary
+        if (s == t && r != peer) return rates[0];  // the stage's replicas
+        return 0.0;
+      },
       [](int) { return 0.0; });  // the rendezvous and reports unshaped
 }
 

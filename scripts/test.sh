@@ -124,6 +124,10 @@ if unshare -n -m true 2>/dev/null; then
     --micro-batch-size 2 --codec directq --fw-bits 4 --data synthetic --steps 2 --validation-batches 1 \
     --link kernel --bandwidth 100Mbps,50Mbps --latency 2ms --json build/pipeline-kernel.json
   grep -q '"link": "kernel"' build/pipeline-kernel.json
+  build/bin/actkit pipeline --stages 2 --dp 2 --layers 1 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
+    --micro-batch-size 2 --codec tah --optimizer onebit-adam --dp-warmup-steps 1 --data synthetic --steps 3 \
+    --validation-batches 1 --link kernel --bandwidth 50Mbps --latency 2ms --json build/pipeline-dp-kernel.json
+  grep -q '"replicas": 2' build/pipeline-dp-kernel.json
 fi
 if build/bin/actkit maxbatch --model resnet18 --budget lots 2>/dev/null; then
   echo "a malformed budget must fail" >&2
