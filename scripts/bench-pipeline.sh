@@ -8,7 +8,9 @@
 # against memory.
 #
 #   scripts/bench-pipeline.sh [throughput|schedules|memory|convergence|
-#                              aqsgd-throughput|aqsgd-convergence|aqsgd-store|all] [OUT_DIR]
+#                              aqsgd-throughput|aqsgd-convergence|aqsgd-store|pretrain|all] [OUT_DIR]
+#
+# `pretrain` only makes OUT_DIR/pretrained.pt (scripts/bench-dp.sh uses it).
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-pipeline); the tables go to stdout.
@@ -119,6 +121,10 @@ pretrain() {  # once (fp32, one process): the checkpoint every fine-tuning run s
       > "$out/pretrain.log" 2>&1
   fi
 }
+
+if [[ $what == pretrain ]]; then
+  pretrain
+fi
 
 if [[ $what == convergence || $what == all ]]; then
   # Pretrain once (fp32, one process), then fine-tune from it with 4 stages.
