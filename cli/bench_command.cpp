@@ -200,6 +200,9 @@ void run_host(const HostArgs& a) {
 void add_bench_commands(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Measure ACTkit against baselines run in the same process");
   bench->require_subcommand(1);
+#if defined(ACTKIT_WITH_DISTRIBUTED)
+  add_bench_allreduce_command(*bench);
+#endif
 
   auto args = std::make_shared<CodecArgs>();
   CLI::App* codec = bench->add_subcommand("codec", "Codec encode/decode throughput vs. memcpy bandwidth");

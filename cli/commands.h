@@ -5,10 +5,14 @@
 
 namespace actkit::cli {
 
-// `actkit bench codec|swap|host|alloc`: codecs against memcpy, the offload
-// engine against fio, device <-> host transfers, allocators on recorded
-// traces.
+// `actkit bench codec|swap|host|alloc|allreduce`: codecs against memcpy,
+// the offload engine against fio, device <-> host transfers, allocators on
+// recorded traces, and (with the distributed half) the 1-bit allreduce
+// against Gloo's.
 void add_bench_commands(CLI::App& app);
+
+// `actkit bench allreduce`, under `bench` (builds with the distributed half).
+void add_bench_allreduce_command(CLI::App& bench);
 
 // `actkit memory` and `actkit convert`.
 void add_model_commands(CLI::App& app);

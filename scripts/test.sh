@@ -111,6 +111,8 @@ a, b = json.load(open("build/pdp.json")), json.load(open("build/pdp-resumed.json
 assert a["replicas"] == 2 and a["exchange_bytes"] > 0, a
 assert a["train_losses"][4:] == b["train_losses"] and a["val_loss"] == b["val_loss"], (a["train_losses"], b["train_losses"])
 PY
+build/bin/actkit bench allreduce --workers 3 --size 1MiB --iterations 1 --json build/bench-allreduce.json
+grep -q '"onebit_vs_fp32"' build/bench-allreduce.json
 build/bin/actkit dp --model resnet18 --workers 2 --optimizer fp16-adam --data fashion-mnist --train-limit 64 \
   --batch 16 --steps 2 --json build/dp-resnet.json
 grep -q '"val_accuracy"' build/dp-resnet.json
