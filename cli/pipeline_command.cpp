@@ -58,16 +58,24 @@ struct PipelineArgs {
   double dp_warmup_fraction = 0.167;
 };
 
-// The training examples of a TextCorpus as the pipeline's micro-batches.
+// The training examples of a TextCorpus as the pipeline's micro-batches:
+// each step's micro-batches are `shares` runs of `micro_batches` (one per
+// data-parallel replica, as ReplicaShare deals them), and run r reads share
+// r of the corpus only, so every replica sees the same examples every epoch.
 class CorpusSource : public pipeline::BatchSource {
  public:
-  CorpusSource(const app::TextCorpus& corpus, int64_t batch, int micro_batches, uint64_t seed, int64_t val_batches)
-      : corpus_(corpus), batch_(batch), micro_batches_(micro_batches), seed_(seed),
+  CorpusSource(const app::TextCorpus& corpus, int64_t batch, int micro_batches, int shares, uint64_t seed,
+               int64_t val_batches)
+      : corpus_(corpus), batch_(batch), micro_batches_(micro_batches), shares_(shares), seed_(seed),
         val_batches_(std::min(val_batches, corpus.validation_size() / batch)) {}
   pipeline::MicroBatch train_batch(int64_t step, int index) override {
+    if (index < 0 || index >= micro_batches_ * shares_) {
+      throw InvalidInput(c10::str("text data: micro-batch ", index, " of ", micro_batches_ * shares_));
+    }
+    const int share = index / micro_batches_;
     std::vector<int64_t> ids;
-    const int64_t first = (step * micro_batches_ + index) * batch_;
-    for (int64_t j = 0; j < batch_; ++j) ids.push_back(corpus_.train_id_at(first + j, seed_));
+    const int64_t first = (step * micro_batches_ + index % micro_batches_) * batch_;
+    for (int64_t j = 0; j < batch_; ++j) ids.push_back(corpus_.train_id_at(first + j, seed_, share, shares_));
     return make(ids);
   }
   int64_t validation_batches() const override { return val_batches_; }
@@ -84,7 +92,7 @@ class CorpusSource : public pipeline::BatchSource {
   }
   const app::TextCorpus& corpus_;
   int64_t batch_;
-  int micro_batches_;
+  int micro_batches_, shares_;
   uint64_t seed_;
   int64_t val_batches_;
 };
@@ -148,6 +156,8 @@ void finish_config(PipelineArgs& a) {
   if ((a.steps > 0) == (a.epochs > 0)) throw InvalidInput("pipeline: give exactly one of --steps and --epochs");
   if (c.replicas > 1) {
     parse_dp_optimizer(c.optimizer, "pipeline --dp");
+    // Each replica's stage 0 would time the pieces itself and could split differently.
+    if (c.balance == pipeline::BalanceBy::kTime) throw InvalidInput("pipeline: --balance time with --dp is not supported");
     if (a.dp_warmup_steps < -1 || a.dp_warmup_fraction < 0 || a.dp_warmup_fraction > 1) {
       throw InvalidInput("pipeline: --dp-warmup-steps must be >= 0 and --dp-warmup-fraction in [0, 1]");
     }
@@ -171,14 +181,18 @@ int run_rank(PipelineArgs& a) {
   Communicator& comm = *groups.pipeline;
 
   // Every replica's micro-batches of a step, in one stream; each replica
-  // takes its own run of them.
+  // takes its own run of them, drawn from its own share of the examples.
   std::unique_ptr<app::TextCorpus> corpus;
   std::unique_ptr<pipeline::BatchSource> all_replicas;
   int64_t train_examples = 0;
   if (a.data == "fortunes") {
     corpus = std::make_unique<app::TextCorpus>(a.data_path, c.seq_len, a.train_limit);
     train_examples = corpus->train_size();
-    all_replicas = std::make_unique<CorpusSource>(*corpus, c.micro_batch_size, c.micro_batches * n, c.seed,
+    if (train_examples < n) {
+      throw InvalidInput(c10::str("pipeline: ", train_examples, " training examples cannot be shared by ", n,
+                                  " replicas"));
+    }
+    all_replicas = std::make_unique<CorpusSource>(*corpus, c.micro_batch_size, c.micro_batches, n, c.seed,
                                                   a.validation_batches);
   } else {
     // --train-limit N: N examples seen again every epoch (as aqsgd needs); else every one is new.
@@ -186,7 +200,7 @@ int run_rank(PipelineArgs& a) {
     all_replicas = std::make_unique<pipeline::SyntheticSource>(c.micro_batch_size, c.seq_len,
                                                                c.model_options.vocab_size, c.seed,
                                                                a.validation_batches, a.train_limit,
-                                                               c.micro_batches * n);
+                                                               c.micro_batches, n);
   }
   auto source = std::make_unique<pipeline::ReplicaShare>(*all_replicas, replica, c.micro_batches);
   const int64_t per_step = int64_t(c.micro_batches) * c.micro_batch_size * n;
@@ -365,7 +379,14 @@ int run_rank(PipelineArgs& a) {
   for (const auto& s : stages) exchange_bytes += s.exchange_bytes;
   const int64_t steps_run = steps - first_step;
   if (n > 1) {
-    const optim::ExchangeStats& e = dp_optimizers.front()->exchange_stats();
+    optim::ExchangeStats e;  // stage 0's optimizers together
+    for (const auto* o : dp_optimizers) {
+      const optim::ExchangeStats& x = o->exchange_stats();
+      e.warmup_steps = std::max(e.warmup_steps, x.warmup_steps);
+      e.compressed_steps = std::max(e.compressed_steps, x.compressed_steps);
+      e.warmup_bytes += x.warmup_bytes;
+      e.compressed_bytes += x.compressed_bytes;
+    }
     fmt::print("replica exchange ({}): {} bytes from replica 0's stages, {:.0f} per step; stage 0: {} warm-up and "
                "{} compressed steps, {} and {} bytes\n",
                c.optimizer, exchange_bytes, double(exchange_bytes) / double(std::max<int64_t>(1, steps_run)),

@@ -111,6 +111,19 @@ a, b = json.load(open("build/pdp.json")), json.load(open("build/pdp-resumed.json
 assert a["replicas"] == 2 and a["exchange_bytes"] > 0, a
 assert a["train_losses"][4:] == b["train_losses"] and a["val_loss"] == b["val_loss"], (a["train_losses"], b["train_losses"])
 PY
+# AQ-SGD across replicas: each replica reads its own share of the examples,
+# so after the first epoch's full-precision warm-up every micro-batch finds
+# its m(ξ) on both sides and goes as a 2-bit delta (checked every step).
+build/bin/actkit pipeline --stages 2 --dp 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
+  --micro-batch-size 4 --codec aqsgd --fw-bits 2 --optimizer adam --lr 1e-3 --train-limit 64 --steps 12 \
+  --check-buffers --validation-batches 1 --json build/pdp-aqsgd.json
+python3 - <<'PY'
+import json
+a = json.load(open("build/pdp-aqsgd.json"))
+fw = [l for l in a["links"] if l["direction"] == "forward"][0]
+# 4 warm-up steps and the validation in fp32, then 8 steps of deltas.
+assert fw["fp32_bytes"] > 2 * fw["bytes"], fw
+PY
 build/bin/actkit bench allreduce --workers 3 --size 1MiB --iterations 1 --json build/bench-allreduce.json
 grep -q '"onebit_vs_fp32"' build/bench-allreduce.json
 build/bin/actkit dp --model resnet18 --workers 2 --optimizer fp16-adam --data fashion-mnist --train-limit 64 \

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "actkit/app/text_corpus.h"
 #include "actkit/core/errors.h"
@@ -52,6 +53,41 @@ TEST(TextCorpus, EachEpochVisitsEveryTrainingExampleOnce) {
   bool differs = false;
   for (int64_t i = 0; i < 50; ++i) differs = differs || c.train_id_at(i, 5) != c.train_id_at(i, 6);
   EXPECT_TRUE(differs);
+}
+
+// Data-parallel replicas read shares: disjoint fixed sets of examples, each
+// visited once per epoch of the share's own length, in an order that
+// changes between epochs.
+TEST(TextCorpus, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
+  const app::TextCorpus c(write_text("corpus_shares", std::string(4000, 'x')), 32, 100);
+  const int shares = 3;
+  const int64_t share_size = 100 / shares;
+  std::set<int64_t> all;
+  for (int r = 0; r < shares; ++r) {
+    std::vector<int64_t> first_epoch;
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      std::set<int64_t> seen;
+      std::vector<int64_t> order;
+      for (int64_t i = 0; i < share_size; ++i) {
+        const int64_t id = c.train_id_at(epoch * share_size + i, 9, r, shares);
+        EXPECT_EQ(id % shares, r);
+        EXPECT_LT(id, c.train_size());
+        seen.insert(id);
+        order.push_back(id);
+      }
+      EXPECT_EQ(int64_t(seen.size()), share_size);
+      if (epoch == 0) {
+        first_epoch = order;
+        all.insert(seen.begin(), seen.end());
+      } else {
+        EXPECT_EQ(seen, std::set<int64_t>(first_epoch.begin(), first_epoch.end())) << "share " << r;
+        EXPECT_NE(order, first_epoch) << "share " << r << " epoch " << epoch;
+      }
+    }
+  }
+  EXPECT_EQ(int64_t(all.size()), shares * share_size);
+  EXPECT_THROW(c.train_id_at(0, 9, 3, 3), InvalidInput);
+  EXPECT_THROW(c.train_id_at(0, 9, 0, 101), InvalidInput);
 }
 
 TEST(TextCorpus, LimitAndErrors) {

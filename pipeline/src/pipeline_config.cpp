@@ -55,7 +55,7 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
       {"shape", c10::str("layers=", o.layers, " hidden=", o.hidden, " heads=", o.heads, " vocab=", o.vocab_size,
                          " positions=", o.max_positions, " dropout=", o.dropout)},
       {"seq_len", std::to_string(seq_len)},
-      {"stages", c10::str(stages, " x ", replicas, " replicas")},
+      {"stages", replicas == 1 ? std::to_string(stages) : c10::str(stages, " x ", replicas, " replicas")},
       {"micro_batches", c10::str(micro_batches, "x", micro_batch_size)},
       {"schedule", c10::str(to_string(schedule), " in_flight=", in_flight)},
       {"forward_codec", forward_codec.describe()},

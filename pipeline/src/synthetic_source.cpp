@@ -9,11 +9,14 @@
 namespace actkit::pipeline {
 
 SyntheticSource::SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation,
-                                 int64_t pool, int micro_batches)
+                                 int64_t pool, int micro_batches, int shares)
     : batch_(batch), seq_len_(seq_len), vocab_(vocab), seed_(seed), validation_(validation), pool_(pool),
-      micro_batches_(micro_batches) {
-  if (batch < 1 || seq_len < 1 || vocab < 2 || validation < 0 || pool < 0 || micro_batches < 1) {
+      micro_batches_(micro_batches), shares_(shares) {
+  if (batch < 1 || seq_len < 1 || vocab < 2 || validation < 0 || pool < 0 || micro_batches < 1 || shares < 1) {
     throw InvalidInput(c10::str("synthetic data: batch ", batch, ", length ", seq_len, ", vocabulary ", vocab));
+  }
+  if (pool > 0 && pool < shares) {
+    throw InvalidInput(c10::str("synthetic data: a pool of ", pool, " examples cannot be shared by ", shares));
   }
 }
 
@@ -34,13 +37,16 @@ at::Tensor SyntheticSource::example(int64_t id) const {
 
 MicroBatch SyntheticSource::train_batch(int64_t step, int index) {
   if (pool_ > 0) {
-    if (index < 0 || index >= micro_batches_) {
-      throw InvalidInput(c10::str("synthetic data: micro-batch ", index, " of ", micro_batches_));
+    if (index < 0 || index >= micro_batches_ * shares_) {
+      throw InvalidInput(c10::str("synthetic data: micro-batch ", index, " of ", micro_batches_ * shares_));
     }
+    const int share = index / micro_batches_;
+    const int64_t share_pool = pool_ / shares_;
     MicroBatch mb;
     std::vector<at::Tensor> rows;
     for (int64_t i = 0; i < batch_; ++i) {
-      const int64_t id = ((step * micro_batches_ + index) * batch_ + i) % pool_;
+      const int64_t position = (step * micro_batches_ + index % micro_batches_) * batch_ + i;
+      const int64_t id = share + (position % share_pool) * shares_;
       mb.example_ids.push_back(id);
       rows.push_back(example(id));
     }

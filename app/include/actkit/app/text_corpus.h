@@ -40,8 +40,14 @@ class TextCorpus {
 
   // The training example at `position` of an endless stream of epochs, each
   // a shuffle of the training examples seeded by (seed, epoch): the same
-  // stream in every process.
-  int64_t train_id_at(int64_t position, uint64_t seed) const;
+  // stream in every process. With `shares` > 1 the stream is share `share`'s
+  // alone: the ids share, share + shares, ... (train_size() / shares of
+  // them, so every share's epoch has the same length), shuffled per epoch by
+  // (seed, epoch, share). Each data-parallel replica reading its own share
+  // sees the same examples every epoch (AQ-SGD's per-example buffers need
+  // that). Throws InvalidInput for a negative position, share outside
+  // [0, shares), or shares above train_size().
+  int64_t train_id_at(int64_t position, uint64_t seed, int share = 0, int shares = 1) const;
   // Validation example i (0 <= i < validation_size()).
   int64_t validation_id(int64_t i) const;
 
@@ -51,6 +57,7 @@ class TextCorpus {
   int64_t train_size_ = 0, validation_size_ = 0, validation_first_ = 0;
   mutable int64_t cached_epoch_ = -1;
   mutable uint64_t cached_seed_ = 0;
+  mutable int cached_share_ = 0, cached_shares_ = 1;
   mutable std::vector<int64_t> order_;
 };
 

@@ -3,7 +3,10 @@
 // index), so every process draws the same one without talking. With a pool
 // of N examples, position p of the stream is example p mod N instead (its
 // tokens drawn from (seed, id)), so examples come back every epoch, as
-// AQ-SGD's buffers need.
+// AQ-SGD's buffers need. With `shares` > 1 the stream's micro-batches of a
+// step are `shares` runs of `micro_batches` (one per data-parallel replica,
+// as ReplicaShare deals them), and share r cycles through its own part of
+// the pool, the ids r, r + shares, ... (pool / shares of them).
 #pragma once
 
 #include "actkit/pipeline/batch_source.h"
@@ -14,10 +17,10 @@ class SyntheticSource : public BatchSource {
  public:
   // Micro-batches of `batch` sequences of `seq_len` tokens below `vocab`;
   // `validation` validation batches; `pool` > 0 examples seen in turn, by
-  // steps of `micro_batches` micro-batches (0: every one new). Throws
-  // InvalidInput for sizes < 1.
+  // steps of `micro_batches` micro-batches per share (0: every one new).
+  // Throws InvalidInput for sizes < 1 and a pool smaller than `shares`.
   SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation = 2,
-                  int64_t pool = 0, int micro_batches = 1);
+                  int64_t pool = 0, int micro_batches = 1, int shares = 1);
   MicroBatch train_batch(int64_t step, int index) override;
   int64_t validation_batches() const override { return validation_; }
   MicroBatch validation_batch(int64_t i) override;
@@ -30,6 +33,7 @@ class SyntheticSource : public BatchSource {
   int64_t validation_;
   int64_t pool_;
   int micro_batches_;
+  int shares_;
 };
 
 }  // namespace actkit::pipeline
