@@ -69,13 +69,11 @@ class CorpusSource : public pipeline::BatchSource {
       : corpus_(corpus), batch_(batch), micro_batches_(micro_batches), shares_(shares), seed_(seed),
         val_batches_(std::min(val_batches, corpus.validation_size() / batch)) {}
   pipeline::MicroBatch train_batch(int64_t step, int index) override {
-    if (index < 0 || index >= micro_batches_ * shares_) {
-      throw InvalidInput(c10::str("text data: micro-batch ", index, " of ", micro_batches_ * shares_));
-    }
-    const int share = index / micro_batches_;
+    const pipeline::SharePosition where = pipeline::share_position(step, index, micro_batches_, shares_, batch_);
     std::vector<int64_t> ids;
-    const int64_t first = (step * micro_batches_ + index % micro_batches_) * batch_;
-    for (int64_t j = 0; j < batch_; ++j) ids.push_back(corpus_.train_id_at(first + j, seed_, share, shares_));
+    for (int64_t j = 0; j < batch_; ++j) {
+      ids.push_back(corpus_.train_id_at(where.first + j, seed_, where.share, shares_));
+    }
     return make(ids);
   }
   int64_t validation_batches() const override { return val_batches_; }
@@ -157,7 +155,9 @@ void finish_config(PipelineArgs& a) {
   if (c.replicas > 1) {
     parse_dp_optimizer(c.optimizer, "pipeline --dp");
     // Each replica's stage 0 would time the pieces itself and could split differently.
-    if (c.balance == pipeline::BalanceBy::kTime) throw InvalidInput("pipeline: --balance time with --dp is not supported");
+    if (c.balance == pipeline::BalanceBy::kTime) {
+      throw InvalidInput("pipeline: --balance time with --dp is not supported");
+    }
     if (a.dp_warmup_steps < -1 || a.dp_warmup_fraction < 0 || a.dp_warmup_fraction > 1) {
       throw InvalidInput("pipeline: --dp-warmup-steps must be >= 0 and --dp-warmup-fraction in [0, 1]");
     }

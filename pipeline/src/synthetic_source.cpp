@@ -37,16 +37,12 @@ at::Tensor SyntheticSource::example(int64_t id) const {
 
 MicroBatch SyntheticSource::train_batch(int64_t step, int index) {
   if (pool_ > 0) {
-    if (index < 0 || index >= micro_batches_ * shares_) {
-      throw InvalidInput(c10::str("synthetic data: micro-batch ", index, " of ", micro_batches_ * shares_));
-    }
-    const int share = index / micro_batches_;
+    const SharePosition where = share_position(step, index, micro_batches_, shares_, batch_);
     const int64_t share_pool = pool_ / shares_;
     MicroBatch mb;
     std::vector<at::Tensor> rows;
     for (int64_t i = 0; i < batch_; ++i) {
-      const int64_t position = (step * micro_batches_ + index % micro_batches_) * batch_ + i;
-      const int64_t id = share + (position % share_pool) * shares_;
+      const int64_t id = where.share + ((where.first + i) % share_pool) * shares_;
       mb.example_ids.push_back(id);
       rows.push_back(example(id));
     }

@@ -5,8 +5,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <c10/util/StringUtil.h>
+
 #include <cstdint>
 #include <vector>
+
+#include "actkit/core/errors.h"
 
 namespace actkit::pipeline {
 
@@ -26,6 +30,22 @@ class BatchSource {
   virtual int64_t validation_batches() const = 0;
   virtual MicroBatch validation_batch(int64_t i) = 0;
 };
+
+// Where micro-batch `index` of step `step` lies in a stream whose steps are
+// `shares` runs of `micro_batches` micro-batches of `batch` examples (one run
+// per data-parallel replica, as ReplicaShare deals them): the share it reads
+// from and the position of its first example in that share's own stream.
+// Throws InvalidInput for an index outside [0, micro_batches · shares).
+struct SharePosition {
+  int share;
+  int64_t first;
+};
+inline SharePosition share_position(int64_t step, int index, int micro_batches, int shares, int64_t batch) {
+  if (index < 0 || index >= micro_batches * shares) {
+    throw InvalidInput(c10::str("micro-batch ", index, " of ", micro_batches * shares, " per step"));
+  }
+  return {index / micro_batches, (step * micro_batches + index % micro_batches) * batch};
+}
 
 // Replica `replica` of `replicas` data-parallel pipelines of
 // `micro_batches` micro-batches each: its micro-batch m of a step is
