@@ -8,7 +8,10 @@
 #include <tbb/global_control.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
+#include <type_traits>
 
 #include "actkit/core/boundary_codecs.h"
 #include "actkit/core/checksum.h"
@@ -328,6 +331,113 @@ TEST(Tah, HadamardIsItsOwnInverseAndMatchesTheMatrix) {
     kernels::tah_hadamard(h.data(), g);
     EXPECT_EQ(h, y) << g;
   }
+}
+
+TEST(Tah, TheCpuKernelsFixedSizeHadamardIsBitIdentical) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  auto check = [&](auto size) {
+    constexpr int g = decltype(size)::value;
+    for (int rep = 0; rep < 50; ++rep) {
+      std::vector<float> y(static_cast<size_t>(g));
+      for (auto& v : y) v = normal(rng) * (rep % 5 == 0 ? 1e4f : 1.0f);
+      std::vector<float> ref = y;
+      kernels::tah_hadamard(ref.data(), g);
+      kernels::tah_hadamard_fixed<g>(y.data());
+      EXPECT_TRUE(std::memcmp(ref.data(), y.data(), sizeof(float) * size_t(g)) == 0) << "G " << g;
+    }
+  };
+  check(std::integral_constant<int, 8>());
+  check(std::integral_constant<int, 16>());
+  check(std::integral_constant<int, 32>());
+  check(std::integral_constant<int, 64>());
+  check(std::integral_constant<int, 128>());
+  check(std::integral_constant<int, 256>());
+}
+
+// The CUDA kernels are bit-identical to the CPU ones (CudaEquality.Tah*, on a
+// GPU). This digest of CPU payloads pins the CPU bytes on machines without
+// one, so that a change made for speed cannot move them unnoticed: tile
+// sizes 8..256, bit pairs from 1 to 8, Hadamard on and off, tau 2, 1.2 and
+// 0, fp32/fp16/bf16 inputs with outlier channels, zero and constant tokens.
+// Inputs come from integer arithmetic only, so no libm enters the digest.
+// A deliberate change of the format or of the arithmetic updates it.
+TEST(Tah, CpuPayloadBytesArePinned) {
+  uint64_t state = 42;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  auto uniform = [&] { return float(next() >> 40) * (1.0f / 16777216.0f); };  // [0, 1)
+  uint64_t digest = 1469598103934665603ull;
+  auto fold = [&digest](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      digest ^= static_cast<const uint8_t*>(p)[i];
+      digest *= 1099511628211ull;
+    }
+  };
+  const int bit_pairs[][2] = {{4, 3}, {3, 2}, {8, 7}, {2, 1}, {4, 4}, {1, 1}, {5, 3}, {6, 6}, {7, 5}};
+  int config = 0;
+  for (int g = 8; g <= 256; g *= 2) {
+    for (const auto& bits : bit_pairs) {
+      for (bool hadamard : {false, true}) {
+        for (kernels::FloatType type :
+             {kernels::FloatType::kFloat32, kernels::FloatType::kFloat16, kernels::FloatType::kBFloat16}) {
+          const int64_t T = 37 + config % 50;
+          const int64_t C = g * (1 + config % 7);
+          std::vector<float> scale(static_cast<size_t>(C));
+          for (auto& s : scale) {
+            const float r = uniform();
+            s = r < 0.02f ? 30.0f : (r < 0.05f ? 5.0f : 1.0f);  // outlier channels
+          }
+          std::vector<float> x(static_cast<size_t>(T * C));
+          for (int64_t t = 0; t < T; ++t) {
+            const float token_scale = 0.2f + 3.0f * uniform();
+            for (int64_t c = 0; c < C; ++c) {
+              // A bell-shaped value: the sum of four uniforms, centred.
+              float v = (uniform() + uniform() + uniform() + uniform() - 2.0f) * scale[size_t(c)] * token_scale;
+              if (uniform() < 0.003f) v *= 40.0f;
+              if (uniform() < 0.01f) v = 0.0f;
+              x[size_t(t * C + c)] = t == 1 ? 0.0f : (t == 2 ? 1.5f : v);
+            }
+          }
+          std::vector<uint16_t> half(x.size());
+          const void* input = x.data();
+          if (type == kernels::FloatType::kFloat16) {
+            for (size_t i = 0; i < x.size(); ++i) half[i] = kernels::float_to_fp16_rne(x[i]);
+            input = half.data();
+          } else if (type == kernels::FloatType::kBFloat16) {
+            for (size_t i = 0; i < x.size(); ++i) half[i] = kernels::float_to_bf16_rne(x[i]);
+            input = half.data();
+          }
+          kernels::TahLayout L;
+          L.num_tokens = T;
+          L.channels = C;
+          L.group_size = g;
+          L.high_bits = bits[0];
+          L.low_bits = bits[1];
+          L.high_tokens = T * (config % 5) / 4;
+          std::vector<uint8_t> payload(static_cast<size_t>(L.total_bytes()));
+          kernels::TahEncodeArgs args;
+          args.input = input;
+          args.input_type = type;
+          args.layout = L;
+          args.tau = config % 3 == 0 ? 2.0f : (config % 3 == 1 ? 1.2f : 0.0f);
+          args.hadamard = hadamard;
+          args.payload = payload.data();
+          const int status = int(kernels::tah_encode_cpu(args));
+          fold(&status, sizeof status);
+          fold(payload.data(), payload.size());
+          ++config;
+        }
+      }
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
+  EXPECT_STREQ(hex, "ec8cf09b57781997") << "over " << config << " payloads";
 }
 
 TEST(Tah, LogIsAccurate) {

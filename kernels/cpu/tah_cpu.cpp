@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -25,14 +26,17 @@ using cpu::Fp16In;
 // Tokens per TBB task (8 tokens of 768 fp32 channels = 24 KiB).
 constexpr int64_t kGrainTokens = 8;
 
-// Entropy of one token in the order of tah_math.h (32 lane sums, then the
-// butterfly). Returns false when the token holds NaN or Inf.
-inline bool token_entropy(const float* a, int64_t C, float* out) {
+// Whether any of the C values is NaN or Inf.
+inline bool has_non_finite(const float* a, int64_t C) {
   float poison = 0.0f;
 #pragma omp simd reduction(+ : poison)
   for (int64_t k = 0; k < C; ++k) poison += a[k] * 0.0f;
-  if (!(poison == 0.0f)) return false;
+  return !(poison == 0.0f);
+}
 
+// Entropy of one token in the order of tah_math.h (32 lane sums, then the
+// butterfly). Returns false when the token holds NaN or Inf.
+inline bool token_entropy(const float* a, int64_t C, float* out) {
   alignas(64) float acc[kTahLanes] = {};
   int64_t k = 0;
   for (; k + kTahLanes <= C; k += kTahLanes) {
@@ -40,7 +44,11 @@ inline bool token_entropy(const float* a, int64_t C, float* out) {
     for (int l = 0; l < kTahLanes; ++l) acc[l] = add_rn(acc[l], abs_rn(a[k + l]));
   }
   for (int l = 0; k + l < C; ++l) acc[l] = add_rn(acc[l], abs_rn(a[k + l]));
-  const float inv_l1 = tah_inv_l1(tah_lane_total(acc));
+  const float l1 = tah_lane_total(acc);
+  // A finite sum of magnitudes proves every value finite, so only a sum
+  // that is not (NaN or Inf among the values, or an overflow) is checked.
+  if (!std::isfinite(l1) && has_non_finite(a, C)) return false;
+  const float inv_l1 = tah_inv_l1(l1);
 
   alignas(64) float ent[kTahLanes] = {};
   for (k = 0; k + kTahLanes <= C; k += kTahLanes) {
@@ -106,81 +114,124 @@ std::vector<int64_t> word_ranks(const uint64_t* map, const TahLayout& L) {
 // Infinite for tau == 0 (the prefilter then never decides).
 inline float outlier_prefilter_factor(float tau) { return float(1.0 / double(tau) * (1.0 + 1e-6)); }
 
-struct TileOut {
-  uint16_t* params;  // 2 entries: zero, scale
-  uint8_t* pivot;
-  uint8_t* flags;    // the tile flag section
-  int64_t tile;      // the tile's index (its flag bit)
-  uint8_t* q;        // g codes, one per byte (packed per token by the caller)
-};
-
-// Encodes one tile of g values; returns false when its zero or scale does
-// not fit fp16.
-inline bool encode_tile(const float* a, int g, int bits, float tau, float prefilter, bool hadamard,
-                        const TileOut& o) {
-  alignas(64) float tile[kTahMaxGroupSize];
-  const float* y = a;
-  int pivot = 0;
-  bool outlier = false;
+// The smallest and largest of G values.
+template <int G>
+inline void tile_min_max(const float* a, float* mn_out, float* mx_out) {
   float mn = a[0];
   float mx = a[0];
 #pragma omp simd reduction(min : mn) reduction(max : mx)
-  for (int k = 0; k < g; ++k) {
+  for (int k = 0; k < G; ++k) {
     mn = a[k] < mn ? a[k] : mn;
     mx = a[k] > mx ? a[k] : mx;
   }
-  if (hadamard) {
-    const float a1 = std::max(abs_rn(mn), abs_rn(mx));
-    // Most tiles have a second magnitude near the first: one counting pass
-    // proves it, and only the rest get the exact test (same outcome).
-    const float thr = a1 * prefilter;
-    int near_top = 0;
+  *mn_out = mn;
+  *mx_out = mx;
+}
+
+// The outlier test of one tile whose extremes are mn and mx. On an outlier
+// tile, writes the pivot-swapped, transformed tile to `out`, its new
+// extremes to mn and mx, and returns its pivot (the element swapped to 0);
+// otherwise returns -1 and writes nothing.
+template <int G>
+inline int transform_outlier(const float* a, float tau, float prefilter, float* mn, float* mx, float* out) {
+  const float a1 = std::max(abs_rn(*mn), abs_rn(*mx));
+  // Most tiles have a second magnitude near the first, which proves them no
+  // outlier tile (same outcome as the exact test). Often the extremes
+  // themselves show it: they are two different elements unless all G are
+  // equal. Otherwise one counting pass looks for two near the top.
+  const float thr = a1 * prefilter;
+  if (std::min(abs_rn(*mn), abs_rn(*mx)) >= thr) return -1;
+  int near_top = 0;
 #pragma omp simd reduction(+ : near_top)
-    for (int k = 0; k < g; ++k) near_top += abs_rn(a[k]) >= thr ? 1 : 0;
-    if (near_top < 2) {
-      int d = g;  // the first element at the maximum magnitude
+  for (int k = 0; k < G; ++k) near_top += abs_rn(a[k]) >= thr ? 1 : 0;
+  if (near_top >= 2) return -1;
+  int d = G;  // the first element at the maximum magnitude
 #pragma omp simd reduction(min : d)
-      for (int k = 0; k < g; ++k) d = abs_rn(a[k]) == a1 && k < d ? k : d;
-      float a2 = 0.0f;
+  for (int k = 0; k < G; ++k) d = abs_rn(a[k]) == a1 && k < d ? k : d;
+  float a2 = 0.0f;
 #pragma omp simd reduction(max : a2)
-      for (int k = 0; k < g; ++k) {
-        const float v = k == d ? 0.0f : abs_rn(a[k]);
-        a2 = v > a2 ? v : a2;
-      }
-      if (tah_is_outlier(a1, a2, tau)) {
-        std::copy(a, a + g, tile);
-        tile[0] = a[d];  // the pivot swap
-        tile[d] = a[0];
-        tah_hadamard(tile, g);
-        y = tile;
-        pivot = d;
-        outlier = true;
-        mn = mx = y[0];
-#pragma omp simd reduction(min : mn) reduction(max : mx)
-        for (int k = 0; k < g; ++k) {
-          mn = y[k] < mn ? y[k] : mn;
-          mx = y[k] > mx ? y[k] : mx;
-        }
-      }
-    }
+  for (int k = 0; k < G; ++k) {
+    const float v = k == d ? 0.0f : abs_rn(a[k]);
+    a2 = v > a2 ? v : a2;
   }
-  TahTileParams p;
-  if (!tah_tile_params(mn, mx, bits, &p)) return false;
+  if (!tah_is_outlier(a1, a2, tau)) return -1;
+  std::copy(a, a + G, out);
+  out[0] = a[d];  // the pivot swap
+  out[d] = a[0];
+  tah_hadamard_fixed<G>(out);
+  tile_min_max<G>(out, mn, mx);
+  return d;
+}
+
+// Codes of G values under a tile's quantizer, one per byte.
+template <int G>
+inline void tile_codes(const float* y, const TahTileParams& p, int bits, uint8_t* q) {
   const float top = float((1u << bits) - 1u);
   const float zero = p.zero;
   const float inv = p.inv_scale;
-  uint8_t* q = o.q;
 #pragma omp simd
-  for (int k = 0; k < g; ++k) q[k] = tah_code(y[k], zero, inv, top);
-  o.params[0] = p.zero_bits;
-  o.params[1] = p.scale_bits;
-  *o.pivot = uint8_t(pivot);
-  // Tiles of neighbouring tasks share flag bytes.
-  if (outlier) cpu::atomic_or_byte(o.flags + o.tile / 8, uint8_t(1u << (o.tile % 8)));
+  for (int k = 0; k < G; ++k) q[k] = tah_code(y[k], zero, inv, top);
+}
+
+// A task's scratch for one token of C channels, K = C / G tiles.
+struct TokenScratch {
+  TokenScratch(int64_t C, int64_t K, bool convert)
+      : values(convert ? size_t(C) : 0),
+        q(size_t(C)),
+        transformed(size_t(C)),
+        tile_src(size_t(K)),
+        mn(size_t(K)),
+        mx(size_t(K)),
+        pivot(size_t(K)) {}
+  std::vector<float> values;           // fp16/bf16 input converted to float
+  std::vector<uint8_t> q;              // codes, one per byte
+  std::vector<float> transformed;      // outlier tiles after the transform
+  std::vector<const float*> tile_src;  // each tile's values as coded
+  std::vector<float> mn, mx;           // each tile's extremes as coded
+  std::vector<int> pivot;              // -1: not transformed
+};
+
+// Encodes token t (values x) at `bits`, each step over all of the token's
+// tiles before the next (extremes, outlier tests, quantizer and codes):
+// the tiles are independent, so the long chains of dependent operations in
+// each step overlap across tiles. Returns false when a tile's zero or scale
+// does not fit fp16.
+template <int G>
+bool encode_token(const float* x, int64_t t, int bits, const TahEncodeArgs& a, float prefilter, TokenScratch& s) {
+  const TahLayout& L = a.layout;
+  const int64_t K = L.tiles_per_token();
+  for (int64_t j = 0; j < K; ++j) {
+    s.tile_src[size_t(j)] = x + j * G;
+    tile_min_max<G>(x + j * G, &s.mn[size_t(j)], &s.mx[size_t(j)]);
+  }
+  if (a.hadamard) {
+    for (int64_t j = 0; j < K; ++j) {
+      float* out = s.transformed.data() + j * G;
+      const int d = transform_outlier<G>(x + j * G, a.tau, prefilter, &s.mn[size_t(j)], &s.mx[size_t(j)], out);
+      s.pivot[size_t(j)] = d;
+      if (d >= 0) s.tile_src[size_t(j)] = out;
+    }
+  }
+  const int64_t first = t * K;  // the token's first tile in the payload
+  uint16_t* params = reinterpret_cast<uint16_t*>(a.payload + L.params_offset()) + 2 * first;
+  uint8_t* pivots = a.payload + L.pivots_offset() + first;
+  uint8_t* flags = a.payload + L.flags_offset();
+  for (int64_t j = 0; j < K; ++j) {
+    TahTileParams p;
+    if (!tah_tile_params(s.mn[size_t(j)], s.mx[size_t(j)], bits, &p)) return false;
+    tile_codes<G>(s.tile_src[size_t(j)], p, bits, s.q.data() + j * G);
+    params[2 * j] = p.zero_bits;
+    params[2 * j + 1] = p.scale_bits;
+    if (a.hadamard && s.pivot[size_t(j)] >= 0) {
+      pivots[j] = uint8_t(s.pivot[size_t(j)]);
+      // Tiles of neighbouring tasks share flag bytes.
+      cpu::atomic_or_byte(flags + (first + j) / 8, uint8_t(1u << ((first + j) % 8)));
+    }
+  }
   return true;
 }
 
-template <typename In>
+template <typename In, int G>
 EncodeStatus encode_all(const TahEncodeArgs& a) {
   const TahLayout& L = a.layout;
   const In* input = static_cast<const In*>(a.input);
@@ -192,41 +243,44 @@ EncodeStatus encode_all(const TahEncodeArgs& a) {
   select_tokens(entropy.data(), L, map);
   const std::vector<int64_t> ranks = word_ranks(map, L);
 
-  const int64_t K = L.tiles_per_token();
-  const int g = L.group_size;
   const float prefilter = outlier_prefilter_factor(a.tau);
-  uint16_t* params = reinterpret_cast<uint16_t*>(a.payload + L.params_offset());
-  uint8_t* pivots = a.payload + L.pivots_offset();
-  uint8_t* flags = a.payload + L.flags_offset();
   std::atomic<bool> overflow{false};
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, T, kGrainTokens), [&](const tbb::blocked_range<int64_t>& r) {
-    std::vector<float> buf(std::is_same_v<In, float> ? 0 : size_t(C));
-    std::vector<uint8_t> q(static_cast<size_t>(C));
+    TokenScratch scratch(C, L.tiles_per_token(), !std::is_same_v<In, float>);
     for (int64_t t = r.begin(); t != r.end(); ++t) {
-      const float* token = cpu::load_floats(input, t * C, C, buf.data());
+      const float* x = cpu::load_floats(input, t * C, C, scratch.values.data());
       const TahTokenBits tb = tah_token_bits(map, ranks.data(), t, L.high_tokens);
       const int bits = tb.high ? L.high_bits : L.low_bits;
-      for (int64_t j = 0; j < K; ++j) {
-        const int64_t i = t * K + j;
-        const TileOut o{params + 2 * i, pivots + i, flags, i, q.data() + j * g};
-        if (!encode_tile(token + j * g, g, bits, a.tau, prefilter, a.hadamard, o)) {
-          overflow.store(true, std::memory_order_relaxed);
-          return;
-        }
+      if (!encode_token<G>(x, t, bits, a, prefilter, scratch)) {
+        overflow.store(true, std::memory_order_relaxed);
+        return;
       }
       // A token's codes are whole bytes of their own.
-      cpu::pack_codes(q.data(), C, bits, a.payload + L.token_codes_offset(t, tb.rank), 0);
+      cpu::pack_codes(scratch.q.data(), C, bits, a.payload + L.token_codes_offset(t, tb.rank), 0);
     }
   });
   return overflow.load() ? EncodeStatus::kMetaOverflow : EncodeStatus::kOk;
 }
 
-template <typename Out>
+// One instance of the encoder per tile size the layout accepts.
+template <typename In>
+EncodeStatus encode_sized(const TahEncodeArgs& a) {
+  switch (a.layout.group_size) {
+    case 8: return encode_all<In, 8>(a);
+    case 16: return encode_all<In, 16>(a);
+    case 32: return encode_all<In, 32>(a);
+    case 64: return encode_all<In, 64>(a);
+    case 128: return encode_all<In, 128>(a);
+    default: return encode_all<In, 256>(a);
+  }
+}
+
+template <typename Out, int G>
 void decode_all(const TahDecodeArgs& a, const std::vector<int64_t>& ranks) {
   const TahLayout& L = a.layout;
   Out* output = static_cast<Out*>(a.output);
   const int64_t K = L.tiles_per_token();
-  const int g = L.group_size;
+  constexpr int g = G;
   const uint64_t* map = reinterpret_cast<const uint64_t*>(a.payload + L.map_offset());
   const uint16_t* params = reinterpret_cast<const uint16_t*>(a.payload + L.params_offset());
   const uint8_t* pivots = a.payload + L.pivots_offset();
@@ -250,13 +304,26 @@ void decode_all(const TahDecodeArgs& a, const std::vector<int64_t>& ranks) {
 #pragma omp simd
                           for (int k = 0; k < g; ++k) y[k] = tah_value(q[k], zero, scale);
                           if ((flags[i / 8] >> (i % 8)) & 1u) {
-                            tah_hadamard(y, g);
+                            tah_hadamard_fixed<G>(y);
                             std::swap(y[0], y[pivots[i] & (g - 1)]);
                           }
                           if constexpr (!std::is_same_v<Out, float>) cpu::from_float(ybuf, g, output + elem);
                         }
                       }
                     });
+}
+
+// One instance of the decoder per tile size the layout accepts.
+template <typename Out>
+void decode_sized(const TahDecodeArgs& a, const std::vector<int64_t>& ranks) {
+  switch (a.layout.group_size) {
+    case 8: return decode_all<Out, 8>(a, ranks);
+    case 16: return decode_all<Out, 16>(a, ranks);
+    case 32: return decode_all<Out, 32>(a, ranks);
+    case 64: return decode_all<Out, 64>(a, ranks);
+    case 128: return decode_all<Out, 128>(a, ranks);
+    default: return decode_all<Out, 256>(a, ranks);
+  }
 }
 
 }  // namespace
@@ -274,9 +341,9 @@ EncodeStatus tah_entropy_cpu(const void* input, FloatType type, int64_t num_toke
 
 EncodeStatus tah_encode_cpu(const TahEncodeArgs& args) {
   switch (args.input_type) {
-    case FloatType::kFloat32: return encode_all<float>(args);
-    case FloatType::kFloat16: return encode_all<Fp16In>(args);
-    case FloatType::kBFloat16: return encode_all<Bf16In>(args);
+    case FloatType::kFloat32: return encode_sized<float>(args);
+    case FloatType::kFloat16: return encode_sized<Fp16In>(args);
+    case FloatType::kBFloat16: return encode_sized<Bf16In>(args);
   }
   return EncodeStatus::kOk;
 }
@@ -287,9 +354,9 @@ bool tah_decode_cpu(const TahDecodeArgs& args) {
       word_ranks(reinterpret_cast<const uint64_t*>(args.payload + L.map_offset()), L);
   if (ranks.back() != L.high_tokens) return false;
   switch (args.output_type) {
-    case FloatType::kFloat32: decode_all<float>(args, ranks); break;
-    case FloatType::kFloat16: decode_all<Fp16In>(args, ranks); break;
-    case FloatType::kBFloat16: decode_all<Bf16In>(args, ranks); break;
+    case FloatType::kFloat32: decode_sized<float>(args, ranks); break;
+    case FloatType::kFloat16: decode_sized<Fp16In>(args, ranks); break;
+    case FloatType::kBFloat16: decode_sized<Bf16In>(args, ranks); break;
   }
   return true;
 }

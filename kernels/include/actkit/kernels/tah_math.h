@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>  // std::isfinite
+#include <cstring>  // std::memcpy
 
 #include "actkit/kernels/half.h"
 
@@ -108,6 +109,75 @@ inline void tah_hadamard(float* y, int g) {
   }
   const float norm = tah_hadamard_norm(g);
   for (int64_t k = 0; k < g; ++k) y[k] = mul_rn(y[k], norm);
+}
+
+// tah_hadamard for a tile size fixed at compile time, for the CPU kernels:
+// the same butterflies in the same stage order, so the same bits, with the
+// tile held in vectors of W = min(G, 16) floats. A stage of half-width
+// h < W stays inside each vector: element k takes v[k] + v[k ^ h] where bit
+// h of k is clear and v[k ^ h] - v[k] where it is set (one lane shuffle and
+// a select); a stage of h >= W pairs whole vectors.
+namespace tah_detail {
+
+template <int W>
+struct TileVec {
+  typedef float F __attribute__((vector_size(4 * W)));
+  typedef int32_t I __attribute__((vector_size(4 * W)));
+};
+
+// Lane l of the result is lane l ^ H of v.
+template <int W, int H>
+inline typename TileVec<W>::F swap_lanes(typename TileVec<W>::F v) {
+  using I = typename TileVec<W>::I;
+  I idx;
+  for (int l = 0; l < W; ++l) idx[l] = l ^ H;
+#if defined(__clang__)
+  typename TileVec<W>::F r;
+  for (int l = 0; l < W; ++l) r[l] = v[idx[l]];
+  return r;
+#else
+  return __builtin_shuffle(v, idx);
+#endif
+}
+
+template <int G, int W, int H>
+inline void hadamard_stages(typename TileVec<W>::F* v) {
+  using F = typename TileVec<W>::F;
+  using I = typename TileVec<W>::I;
+  if constexpr (H < W) {
+    I high;  // all ones in the lanes whose bit H is set
+    for (int l = 0; l < W; ++l) high[l] = (l & H) != 0 ? -1 : 0;
+    for (int i = 0; i < G / W; ++i) {
+      const F p = swap_lanes<W, H>(v[i]);
+      const I sum = reinterpret_cast<I>(v[i] + p);
+      const I diff = reinterpret_cast<I>(p - v[i]);
+      v[i] = reinterpret_cast<F>((diff & high) | (sum & ~high));
+    }
+  } else {
+    constexpr int kStride = H / W;  // partner vectors are this many apart
+    for (int i = 0; i < G / W; ++i) {
+      if ((i & kStride) != 0) continue;
+      const F a = v[i];
+      const F b = v[i + kStride];
+      v[i] = a + b;
+      v[i + kStride] = a - b;
+    }
+  }
+  if constexpr (2 * H < G) hadamard_stages<G, W, 2 * H>(v);
+}
+
+}  // namespace tah_detail
+
+template <int G>
+inline void tah_hadamard_fixed(float* y) {
+  static_assert(G >= 8 && G <= 256 && (G & (G - 1)) == 0, "tile sizes are powers of two in [8, 256]");
+  constexpr int W = G < 16 ? G : 16;
+  typename tah_detail::TileVec<W>::F v[G / W];
+  std::memcpy(v, y, sizeof v);
+  tah_detail::hadamard_stages<G, W, 1>(v);
+  const float norm = tah_hadamard_norm(G);
+  for (int i = 0; i < G / W; ++i) v[i] = v[i] * norm;
+  std::memcpy(y, v, sizeof v);
 }
 
 // The outlier test of TAH-Quant §3.3 on a tile's largest and second-largest
