@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,48 @@ TEST(PipelineSchedule, OneFOneBHoldsAtMostStagesMicroBatches) {
   EXPECT_THROW(pipeline::stage_ops(Schedule::k1F1B, 0, 4, 8, 3), InvalidInput);
   EXPECT_THROW(pipeline::parse_schedule("interleaved"), InvalidInput);
   EXPECT_EQ(pipeline::parse_schedule("1F1B"), Schedule::k1F1B);
+}
+
+// `--data synthetic --train-limit` with replicas: share r of a step's
+// micro-batches cycles through the pool's ids r, r + shares, ..., each once
+// per epoch of the share, and an example has the same tokens wherever it is
+// drawn (AQ-SGD keys m(ξ) by the id and must see the same sequence).
+TEST(SyntheticSource, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
+  const int64_t batch = 3, pool = 24;
+  const int micro_batches = 2, shares = 2;
+  pipeline::SyntheticSource data(batch, 8, 256, 5, 1, pool, micro_batches, shares);
+  const int64_t share_size = pool / shares;
+  const int64_t steps_per_epoch = share_size / (micro_batches * batch);  // 2
+  std::map<int64_t, at::Tensor> tokens;
+  std::vector<std::set<int64_t>> first_epoch(shares);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    std::vector<std::multiset<int64_t>> seen(shares);
+    for (int64_t step = epoch * steps_per_epoch; step < (epoch + 1) * steps_per_epoch; ++step) {
+      for (int index = 0; index < micro_batches * shares; ++index) {
+        const pipeline::MicroBatch mb = data.train_batch(step, index);
+        const int share = index / micro_batches;
+        ASSERT_EQ(int64_t(mb.example_ids.size()), batch);
+        for (int64_t row = 0; row < batch; ++row) {
+          const int64_t id = mb.example_ids[size_t(row)];
+          EXPECT_EQ(id % shares, share) << "step " << step << " micro-batch " << index;
+          EXPECT_LT(id, pool);
+          seen[size_t(share)].insert(id);
+          const at::Tensor row_tokens = mb.inputs[row];
+          auto [it, fresh] = tokens.emplace(id, row_tokens);
+          if (!fresh) EXPECT_TRUE(at::equal(it->second, row_tokens)) << "example " << id;
+        }
+      }
+    }
+    for (int r = 0; r < shares; ++r) {
+      const std::set<int64_t> distinct(seen[size_t(r)].begin(), seen[size_t(r)].end());
+      EXPECT_EQ(int64_t(seen[size_t(r)].size()), share_size) << "share " << r;
+      EXPECT_EQ(int64_t(distinct.size()), share_size) << "share " << r << ": an example twice in an epoch";
+      if (epoch == 0) first_epoch[size_t(r)] = distinct;
+      EXPECT_EQ(distinct, first_epoch[size_t(r)]) << "share " << r << " epoch " << epoch;
+    }
+  }
+  EXPECT_THROW(data.train_batch(0, micro_batches * shares), InvalidInput);
+  EXPECT_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 1, micro_batches, shares), InvalidInput);
 }
 
 TEST(StageSplit, MinimizesTheLargestStage) {
