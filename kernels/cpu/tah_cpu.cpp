@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -182,7 +183,7 @@ struct TokenScratch {
         tile_src(size_t(K)),
         mn(size_t(K)),
         mx(size_t(K)),
-        pivot(size_t(K)) {}
+        pivot(size_t(K), -1) {}
   std::vector<float> values;           // fp16/bf16 input converted to float
   std::vector<uint8_t> q;              // codes, one per byte
   std::vector<float> transformed;      // outlier tiles after the transform
@@ -222,7 +223,7 @@ bool encode_token(const float* x, int64_t t, int bits, const TahEncodeArgs& a, f
     tile_codes<G>(s.tile_src[size_t(j)], p, bits, s.q.data() + j * G);
     params[2 * j] = p.zero_bits;
     params[2 * j + 1] = p.scale_bits;
-    if (a.hadamard && s.pivot[size_t(j)] >= 0) {
+    if (s.pivot[size_t(j)] >= 0) {
       pivots[j] = uint8_t(s.pivot[size_t(j)]);
       // Tiles of neighbouring tasks share flag bytes.
       cpu::atomic_or_byte(flags + (first + j) / 8, uint8_t(1u << ((first + j) % 8)));
@@ -271,7 +272,8 @@ EncodeStatus encode_sized(const TahEncodeArgs& a) {
     case 32: return encode_all<In, 32>(a);
     case 64: return encode_all<In, 64>(a);
     case 128: return encode_all<In, 128>(a);
-    default: return encode_all<In, 256>(a);
+    case 256: return encode_all<In, 256>(a);
+    default: std::abort();  // the layout was validated: a power of two in [8, 256]
   }
 }
 
@@ -322,7 +324,8 @@ void decode_sized(const TahDecodeArgs& a, const std::vector<int64_t>& ranks) {
     case 32: return decode_all<Out, 32>(a, ranks);
     case 64: return decode_all<Out, 64>(a, ranks);
     case 128: return decode_all<Out, 128>(a, ranks);
-    default: return decode_all<Out, 256>(a, ranks);
+    case 256: return decode_all<Out, 256>(a, ranks);
+    default: std::abort();  // the layout was validated: a power of two in [8, 256]
   }
 }
 

@@ -111,6 +111,7 @@ inline void tah_hadamard(float* y, int g) {
   for (int64_t k = 0; k < g; ++k) y[k] = mul_rn(y[k], norm);
 }
 
+#if !defined(__CUDACC__)  // host code of the CPU kernels and tests only
 // tah_hadamard for a tile size fixed at compile time, for the CPU kernels:
 // the same butterflies in the same stage order, so the same bits, with the
 // tile held in vectors of W = min(G, 16) floats. A stage of half-width
@@ -125,30 +126,24 @@ struct TileVec {
   typedef int32_t I __attribute__((vector_size(4 * W)));
 };
 
-// Lane l of the result is lane l ^ H of v.
-template <int W, int H>
-inline typename TileVec<W>::F swap_lanes(typename TileVec<W>::F v) {
-  using I = typename TileVec<W>::I;
-  I idx;
-  for (int l = 0; l < W; ++l) idx[l] = l ^ H;
-#if defined(__clang__)
-  typename TileVec<W>::F r;
-  for (int l = 0; l < W; ++l) r[l] = v[idx[l]];
-  return r;
-#else
-  return __builtin_shuffle(v, idx);
-#endif
-}
-
 template <int G, int W, int H>
 inline void hadamard_stages(typename TileVec<W>::F* v) {
   using F = typename TileVec<W>::F;
   using I = typename TileVec<W>::I;
   if constexpr (H < W) {
-    I high;  // all ones in the lanes whose bit H is set
-    for (int l = 0; l < W; ++l) high[l] = (l & H) != 0 ? -1 : 0;
+    I high;     // all ones in the lanes whose bit H is set
+    I partner;  // lane l pairs with lane l ^ H
+    for (int l = 0; l < W; ++l) {
+      high[l] = (l & H) != 0 ? -1 : 0;
+      partner[l] = l ^ H;
+    }
     for (int i = 0; i < G / W; ++i) {
-      const F p = swap_lanes<W, H>(v[i]);
+#if defined(__clang__)
+      F p;
+      for (int l = 0; l < W; ++l) p[l] = v[i][partner[l]];
+#else
+      const F p = __builtin_shuffle(v[i], partner);
+#endif
       const I sum = reinterpret_cast<I>(v[i] + p);
       const I diff = reinterpret_cast<I>(p - v[i]);
       v[i] = reinterpret_cast<F>((diff & high) | (sum & ~high));
@@ -179,6 +174,8 @@ inline void tah_hadamard_fixed(float* y) {
   for (int i = 0; i < G / W; ++i) v[i] = v[i] * norm;
   std::memcpy(y, v, sizeof v);
 }
+
+#endif  // !__CUDACC__
 
 // The outlier test of TAH-Quant §3.3 on a tile's largest and second-largest
 // magnitudes: r = a1 / (a2 + rho) > tau.
