@@ -1,7 +1,8 @@
 // CPU TAH-Quant: TBB over tokens. Encode makes two passes over the input:
 // one for the token entropies (the ranking needs every token's before any
-// token's bits are known), one for the tiles. Inner loops run over one
-// token or one tile in local buffers so that they vectorize.
+// token's bits are known), one for the tiles, a token at a time. The tile
+// size is a compile-time constant, so the loops over a tile are whole
+// vectors.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -263,18 +264,24 @@ EncodeStatus encode_all(const TahEncodeArgs& a) {
   return overflow.load() ? EncodeStatus::kMetaOverflow : EncodeStatus::kOk;
 }
 
-// One instance of the encoder per tile size the layout accepts.
-template <typename In>
-EncodeStatus encode_sized(const TahEncodeArgs& a) {
-  switch (a.layout.group_size) {
-    case 8: return encode_all<In, 8>(a);
-    case 16: return encode_all<In, 16>(a);
-    case 32: return encode_all<In, 32>(a);
-    case 64: return encode_all<In, 64>(a);
-    case 128: return encode_all<In, 128>(a);
-    case 256: return encode_all<In, 256>(a);
+// Calls f(std::integral_constant<int, G>{}) for the layout's tile size G:
+// one instance of a kernel per tile size the layout accepts.
+template <typename F>
+decltype(auto) with_group_size(int g, F&& f) {
+  switch (g) {
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    case 256: return f(std::integral_constant<int, 256>{});
     default: std::abort();  // the layout was validated: a power of two in [8, 256]
   }
+}
+
+template <typename In>
+EncodeStatus encode_sized(const TahEncodeArgs& a) {
+  return with_group_size(a.layout.group_size, [&](auto g) { return encode_all<In, decltype(g)::value>(a); });
 }
 
 template <typename Out, int G>
@@ -315,18 +322,9 @@ void decode_all(const TahDecodeArgs& a, const std::vector<int64_t>& ranks) {
                     });
 }
 
-// One instance of the decoder per tile size the layout accepts.
 template <typename Out>
 void decode_sized(const TahDecodeArgs& a, const std::vector<int64_t>& ranks) {
-  switch (a.layout.group_size) {
-    case 8: return decode_all<Out, 8>(a, ranks);
-    case 16: return decode_all<Out, 16>(a, ranks);
-    case 32: return decode_all<Out, 32>(a, ranks);
-    case 64: return decode_all<Out, 64>(a, ranks);
-    case 128: return decode_all<Out, 128>(a, ranks);
-    case 256: return decode_all<Out, 256>(a, ranks);
-    default: std::abort();  // the layout was validated: a power of two in [8, 256]
-  }
+  with_group_size(a.layout.group_size, [&](auto g) { decode_all<Out, decltype(g)::value>(a, ranks); });
 }
 
 }  // namespace
