@@ -181,14 +181,12 @@ struct TokenScratch {
       : values(convert ? size_t(C) : 0),
         q(size_t(C)),
         transformed(size_t(C)),
-        tile_src(size_t(K)),
         mn(size_t(K)),
         mx(size_t(K)),
         pivot(size_t(K), -1) {}
   std::vector<float> values;           // fp16/bf16 input converted to float
   std::vector<uint8_t> q;              // codes, one per byte
   std::vector<float> transformed;      // outlier tiles after the transform
-  std::vector<const float*> tile_src;  // each tile's values as coded
   std::vector<float> mn, mx;           // each tile's extremes as coded
   std::vector<int> pivot;              // -1: not transformed
 };
@@ -203,15 +201,12 @@ bool encode_token(const float* x, int64_t t, int bits, const TahEncodeArgs& a, f
   const TahLayout& L = a.layout;
   const int64_t K = L.tiles_per_token();
   for (int64_t j = 0; j < K; ++j) {
-    s.tile_src[size_t(j)] = x + j * G;
     tile_min_max<G>(x + j * G, &s.mn[size_t(j)], &s.mx[size_t(j)]);
   }
   if (a.hadamard) {
     for (int64_t j = 0; j < K; ++j) {
-      float* out = s.transformed.data() + j * G;
-      const int d = transform_outlier<G>(x + j * G, a.tau, prefilter, &s.mn[size_t(j)], &s.mx[size_t(j)], out);
-      s.pivot[size_t(j)] = d;
-      if (d >= 0) s.tile_src[size_t(j)] = out;
+      s.pivot[size_t(j)] = transform_outlier<G>(x + j * G, a.tau, prefilter, &s.mn[size_t(j)], &s.mx[size_t(j)],
+                                                s.transformed.data() + j * G);
     }
   }
   const int64_t first = t * K;  // the token's first tile in the payload
@@ -221,10 +216,12 @@ bool encode_token(const float* x, int64_t t, int bits, const TahEncodeArgs& a, f
   for (int64_t j = 0; j < K; ++j) {
     TahTileParams p;
     if (!tah_tile_params(s.mn[size_t(j)], s.mx[size_t(j)], bits, &p)) return false;
-    tile_codes<G>(s.tile_src[size_t(j)], p, bits, s.q.data() + j * G);
+    const bool transformed = s.pivot[size_t(j)] >= 0;
+    const float* y = transformed ? s.transformed.data() + j * G : x + j * G;  // the values as coded
+    tile_codes<G>(y, p, bits, s.q.data() + j * G);
     params[2 * j] = p.zero_bits;
     params[2 * j + 1] = p.scale_bits;
-    if (s.pivot[size_t(j)] >= 0) {
+    if (transformed) {
       pivots[j] = uint8_t(s.pivot[size_t(j)]);
       // Tiles of neighbouring tasks share flag bytes.
       cpu::atomic_or_byte(flags + (first + j) / 8, uint8_t(1u << ((first + j) % 8)));
