@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <type_traits>
 
@@ -635,6 +636,49 @@ TEST(Tah, BadArgumentsAreClearErrors) {
     encode_tah(at::randn({4, 96}), tah(4, 3));
   } catch (const InvalidInput& e) {
     EXPECT_NE(std::string(e.what()).find("multiple"), std::string::npos);
+  }
+}
+
+// Finite values near FLT_MAX overflow in the Hadamard butterflies of an
+// outlier tile (Inf, and NaN where two Infs meet). Such a tile can never fit
+// fp16's zero and scale, and the encoder must say so whatever order its
+// min/max reduction meets a NaN in. Each case is one such tile in a tensor
+// that is otherwise fine to encode.
+TEST(Tah, TransformedTilesThatOverflowFloatAreRefused) {
+  const float top = std::numeric_limits<float>::max();
+  const float w = top * 0.6f;  // 2w > FLT_MAX
+  for (int g : {8, 16, 32, 64, 128, 256}) {
+    for (int lead : {0, 1, 5, 7}) {
+      for (double tau : {2.0, 0.5, 0.0}) {
+        for (int pattern = 0; pattern < 3; ++pattern) {
+          at::Tensor x = at::randn({2, 512});
+          at::Tensor tile = x[1].narrow(0, g, g);  // the row's second tile
+          if (pattern == 0) {
+            // A pivot at FLT_MAX, the rest at FLT_MAX / 2.5: an outlier tile
+            // at tau 2, whose partial sums overflow and meet.
+            tile.fill_(top / 2.5f);
+            tile[lead] = top;
+          } else if (pattern == 1) {
+            tile.fill_(top * 0.9f);  // equal values: an outlier tile only below tau 1
+          } else {
+            // Below tau 1, +-w on eight channels: every Inf the butterflies
+            // make meets a NaN, so the tile comes out as NaN and zeros only,
+            // which a min/max that skips NaN would take for a zero tile.
+            tile.zero_();
+            for (int k = 0; k < 8; ++k) tile[(k + lead) % 8] = k < 6 ? w : -w;
+          }
+          TahOptions o = tah(4, 3);
+          o.group_size = g;
+          o.tau = tau;
+          try {
+            encode_tah(x, o);
+            ADD_FAILURE() << "G " << g << " lead " << lead << " tau " << tau << " pattern " << pattern << ": encoded";
+          } catch (const InvalidInput& e) {
+            EXPECT_NE(std::string(e.what()).find("fp16"), std::string::npos) << e.what();
+          }
+        }
+      }
+    }
   }
 }
 

@@ -4,6 +4,8 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "actkit/core/bitfield_codecs.h"
 #include "actkit/core/boundary_codecs.h"
 #include "actkit/core/device.h"
@@ -166,4 +168,25 @@ TEST(CudaEquality, TahPayloadAndDecodeAreBitIdentical) {
   bad[2][5] = INFINITY;
   EXPECT_THROW(encode_tah(bad.cuda(), TahOptions{}), InvalidInput);
   EXPECT_THROW(encode_tah((at::randn({4, 128}) * 1e6).cuda(), TahOptions{}), InvalidInput);
+  // Outlier tiles whose butterflies overflow float (Inf, and NaN where two
+  // meet) are refused on both devices, at every tile size and tau.
+  const float top = std::numeric_limits<float>::max();
+  for (int g : {8, 32, 64, 256}) {
+    for (double tau : {2.0, 0.5}) {
+      at::Tensor huge = at::full({2, 256}, top / 2.5f);
+      huge[0][1] = top;
+      // +-w with 2w > FLT_MAX: below tau 1 the tile comes out of the
+      // butterflies as NaN and zeros, which fminf/fmaxf alone would pass.
+      at::Tensor nan_tile = at::randn({2, 256});
+      nan_tile[1].narrow(0, 0, g).zero_();
+      for (int k = 0; k < 8; ++k) nan_tile[1][k] = (k < 6 ? 1.0f : -1.0f) * top * 0.6f;
+      TahOptions o;
+      o.group_size = g;
+      o.tau = tau;
+      for (const at::Tensor& x : {huge, nan_tile}) {
+        EXPECT_THROW(encode_tah(x, o), InvalidInput) << g << " " << tau;
+        EXPECT_THROW(encode_tah(x.cuda(), o), InvalidInput) << g << " " << tau;
+      }
+    }
+  }
 }

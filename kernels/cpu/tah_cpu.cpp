@@ -161,7 +161,16 @@ inline int transform_outlier(const float* a, float tau, float prefilter, float* 
   out[0] = a[d];  // the pivot swap
   out[d] = a[0];
   tah_hadamard_fixed<G>(out);
-  tile_min_max<G>(out, mn, mx);
+  if (has_non_finite(out, G)) {
+    // Finite inputs near FLT_MAX can overflow in the butterflies (and meet
+    // as Inf - Inf = NaN). Such a tile is far outside fp16's range anyway;
+    // unbounded extremes make tah_tile_params refuse it on every compiler,
+    // where a reduction over NaN would pick its result by vector order.
+    *mn = -INFINITY;
+    *mx = INFINITY;
+  } else {
+    tile_min_max<G>(out, mn, mx);
+  }
   return d;
 }
 

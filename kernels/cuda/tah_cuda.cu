@@ -187,13 +187,22 @@ __global__ void __launch_bounds__(kThreads) encode_tiles_kernel(TahEncodeArgs a,
     __syncwarp();
     float mn = y[0];
     float mx = y[0];
+    bool non_finite = false;
     for (int k = lane; k < g; k += 32) {
       mn = fminf(mn, y[k]);
       mx = fmaxf(mx, y[k]);
+      non_finite |= !isfinite(y[k]);
     }
     for (int off = 16; off > 0; off >>= 1) {
       mn = fminf(mn, __shfl_xor_sync(kFullMask, mn, off));
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, off));
+    }
+    // Finite inputs near FLT_MAX can overflow in the butterflies (Inf, or
+    // NaN where two meet), which fminf/fmaxf would skip: unbounded extremes
+    // make tah_tile_params refuse the tile, as the CPU kernel does.
+    if (__any_sync(kFullMask, non_finite)) {
+      mn = -INFINITY;
+      mx = INFINITY;
     }
     const TahTokenBits tb = tah_token_bits(map, ranks, t, L.high_tokens);
     const int bits = tb.high ? L.high_bits : L.low_bits;
