@@ -108,7 +108,19 @@ TEST(SyntheticSource, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
     }
   }
   EXPECT_THROW(data.train_batch(0, micro_batches * shares), InvalidInput);
+  EXPECT_THROW(data.train_batch(-1, 0), InvalidInput);
   EXPECT_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 1, micro_batches, shares), InvalidInput);
+  // Without a pool: fresh ids, distinct across steps, and indices a step can hold.
+  pipeline::SyntheticSource fresh(batch, 8, 256, 5);
+  std::set<int64_t> ids;
+  for (int64_t step = 0; step < 3; ++step) {
+    for (int index : {0, 1, pipeline::SyntheticSource::kMaxFreshMicroBatches - 1}) {
+      for (int64_t id : fresh.train_batch(step, index).example_ids) EXPECT_TRUE(ids.insert(id).second) << id;
+    }
+  }
+  EXPECT_THROW(fresh.train_batch(0, -1), InvalidInput);
+  EXPECT_THROW(fresh.train_batch(0, pipeline::SyntheticSource::kMaxFreshMicroBatches), InvalidInput);
+  EXPECT_THROW(fresh.train_batch(-1, 0), InvalidInput);
 }
 
 TEST(StageSplit, MinimizesTheLargestStage) {

@@ -36,6 +36,7 @@ at::Tensor SyntheticSource::example(int64_t id) const {
 }
 
 MicroBatch SyntheticSource::train_batch(int64_t step, int index) {
+  if (step < 0) throw InvalidInput(c10::str("synthetic data: step ", step));
   if (pool_ > 0) {
     const SharePosition where = share_position(step, index, micro_batches_, shares_, batch_);
     const int64_t share_pool = pool_ / shares_;
@@ -51,8 +52,14 @@ MicroBatch SyntheticSource::train_batch(int64_t step, int index) {
     mb.labels = seq.narrow(1, 1, seq_len_).contiguous();
     return mb;
   }
+  // Without a pool every example is new: ids (step * 1024 + index) * batch
+  // onwards, distinct while a step has at most 1024 micro-batches.
+  if (index < 0 || index >= kMaxFreshMicroBatches) {
+    throw InvalidInput(c10::str("synthetic data: micro-batch ", index, " of a step (at most ", kMaxFreshMicroBatches,
+                                ")"));
+  }
   const uint64_t s = seed_ * 1000003u + uint64_t(step) * 4099u + uint64_t(index);
-  return draw(s, (step * 1024 + index) * batch_);
+  return draw(s, (step * kMaxFreshMicroBatches + index) * batch_);
 }
 
 MicroBatch SyntheticSource::validation_batch(int64_t i) {

@@ -15,10 +15,16 @@ namespace actkit::pipeline {
 
 class SyntheticSource : public BatchSource {
  public:
+  // Micro-batches per step without a pool: fresh examples' ids are spaced
+  // by this many micro-batches per step so that no two steps share one.
+  static constexpr int kMaxFreshMicroBatches = 1024;
+
   // Micro-batches of `batch` sequences of `seq_len` tokens below `vocab`;
   // `validation` validation batches; `pool` > 0 examples seen in turn, by
   // steps of `micro_batches` micro-batches per share (0: every one new).
-  // Throws InvalidInput for sizes < 1 and a pool smaller than `shares`.
+  // Throws InvalidInput for sizes < 1 and a pool smaller than `shares`;
+  // train_batch throws for a negative step and a micro-batch index outside
+  // the step (with a pool) or beyond kMaxFreshMicroBatches (without).
   SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed, int64_t validation = 2,
                   int64_t pool = 0, int micro_batches = 1, int shares = 1);
   MicroBatch train_batch(int64_t step, int index) override;
