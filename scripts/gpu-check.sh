@@ -12,7 +12,8 @@
 #                                     when none is): cuda-tests cuda-alloc
 #                                     codec host l4 memory maxbatch
 #                                     maxbatch-l5 swap tests (also: maxbatch152,
-#                                     sanitize, pieces, train). Each
+#                                     sanitize, pieces, train, dist-compile,
+#                                     backtraces). Each
 #                                     step has its own time limit, so a slow
 #                                     or failing one cannot hide the others;
 #                                     a table of what passed comes last.
@@ -22,6 +23,13 @@
 #                                     GPU_CHECK_SECONDS (default 570) bounds
 #                                     the whole run: later steps get what is
 #                                     left, so the table always comes back.
+#                                     TESTS_SECONDS caps the `tests` step.
+#                                     GPU_DISTRIBUTED=OFF builds without
+#                                     comm/, pipeline/ and optim/ (c10d);
+#                                     the step dist-compile then compiles
+#                                     those three alone in a second build
+#                                     folder, to see whether they build
+#                                     against this LibTorch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -53,7 +61,8 @@ deb_root="$root/.deb/root"
 if compgen -G ".deb/*.deb" >/dev/null; then
   rm -rf "$deb_root" && mkdir -p "$deb_root"
   for f in .deb/*.deb; do dpkg -x "$f" "$deb_root"; done
-  find "$deb_root" -name '*.pc' -exec sed -i "s|^prefix=/usr|prefix=$deb_root/usr|" {} +
+  # Some .pc files name their folders absolutely (liburing: includedir=/usr/include).
+  find "$deb_root" -name '*.pc' -exec sed -i -E "s#^(prefix|exec_prefix|libdir|includedir)=/usr#\1=$deb_root/usr#" {} +
 fi
 export LD_LIBRARY_PATH="$deb_root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PKG_CONFIG_PATH="$deb_root/usr/lib/x86_64-linux-gnu/pkgconfig:$deb_root/usr/share/pkgconfig"
@@ -75,16 +84,19 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 keep_going=()
 command -v ninja >/dev/null && keep_going=(-- -k 0)
 t0=$SECONDS
+# A cache from an earlier call on a warm machine may hold pkg-config results
+# from before the .pc files were re-pointed: configure afresh (objects stay).
+rm -f build-gpu/CMakeCache.txt
 cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$deb_root/usr" -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DACTKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" \
+  -DACTKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" -DACTKIT_DISTRIBUTED="${GPU_DISTRIBUTED:-ON}" \
   ${ACTKIT_CXX_STANDARD:+-DCMAKE_CXX_STANDARD=$ACTKIT_CXX_STANDARD} >"$out/configure.log" 2>&1
 configure_rc=$?
 tail -n 15 "$out/configure.log"
 if [ $configure_rc -ne 0 ]; then echo "configure FAILED (see configure.log)"; exit 1; fi
 cmake --build build-gpu -j "$(nproc)" "${keep_going[@]}" >"$out/build.log" 2>&1
 build_rc=$?
-if [ $build_rc -ne 0 ] && grep -q "cuda_allocator\|cuda_vmm_backing" "$out/build.log"; then
+if [ $build_rc -ne 0 ] && grep -E "error" "$out/build.log" | grep -qE "cuda_allocator|cuda_vmm_backing"; then
   # The CUDA allocator builds against LibTorch's pluggable-allocator API,
   # which moves between releases: keep the rest of the check alive.
   grep -E "error" "$out/build.log" | grep -E "cuda_allocator|cuda_vmm_backing" | head -n 20
@@ -175,7 +187,28 @@ for step in "${steps[@]}"; do
     tests)
       # Through CTest, one process per test: a crash names its test and
       # hides no other.
-      run tests 560 ctest --test-dir build-gpu -j "$(nproc)" --timeout 300 --output-on-failure ;;
+      run tests "${TESTS_SECONDS:-560}" ctest --test-dir build-gpu -j "$(nproc)" --timeout 300 --output-on-failure ;;
+    dist-compile)
+      # comm/, pipeline/ and optim/ against this LibTorch's c10d, compiled
+      # only (their object libraries), every error kept going.
+      run dist-configure 60 cmake -S . -B build-gpu-dist "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$torch_prefix;$deb_root/usr" -DCMAKE_CUDA_COMPILER="$nvcc" -DACTKIT_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" \
+        -DACTKIT_BUILD_TESTS=OFF -DACTKIT_BUILD_BENCH=OFF -DACTKIT_BUILD_CLI=OFF -DACTKIT_DISTRIBUTED=ON
+      run dist-compile 240 cmake --build build-gpu-dist -j "$(nproc)" --target actkit_comm actkit_pipeline \
+        actkit_optim "${keep_going[@]}"
+      grep -E "error" "$out/dist-compile.log" | head -n 40 ;;
+    backtraces)
+      # Where the tests that crash under this LibTorch crash: the
+      # std::filesystem symbols libtorch_cpu exports (pytorch#133437), then
+      # a backtrace of each test named in BACKTRACE_TESTS (cuda-gdb also
+      # debugs host code; the image has no gdb).
+      lib=$(dirname "$torch_prefix")/../lib/libtorch_cpu.so
+      echo "std::filesystem symbols defined in $(basename "$lib"): $(nm -D --defined-only "$lib" 2>/dev/null |
+        grep -c '_ZNSt10filesystem')" | tee "$out/filesystem-symbols.txt"
+      for t in ${BACKTRACE_TESTS:-StateDict.ReadsWhatSaveStateDictWrites Engines/IoEngineTest.RejectsBadRequests/ThreadsBuffered AllocationTrace.RecordsARealStepAndReplaysIt}; do
+        run "bt-${t//[\/.]/-}" 120 cuda-gdb -batch -ex run -ex bt -ex quit --args $bin/actkit_tests --gtest_filter="$t"
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -69,7 +69,10 @@ struct Communicator::Impl {
   std::vector<int> members;
   std::string name;
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  // The Gloo group itself, not c10d::ProcessGroup: from LibTorch 2.0 on,
+  // ProcessGroupGloo is a c10d::Backend, and both releases give it the same
+  // point-to-point and collective calls.
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::vector<std::unique_ptr<LinkPacer>> pacers;  // per peer
   std::map<std::pair<int, int>, std::unique_ptr<Outbound>> outbound;
   std::map<std::pair<int, int>, std::unique_ptr<Inbound>> inbound;
