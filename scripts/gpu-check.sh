@@ -24,19 +24,22 @@
 #                                     the whole run: later steps get what is
 #                                     left, so the table always comes back.
 #                                     TESTS_SECONDS caps the `tests` step.
-#                                     GPU_DISTRIBUTED=OFF builds without
-#                                     comm/, pipeline/ and optim/ (c10d);
-#                                     the step dist-compile then compiles
+#                                     comm/, pipeline/ and optim/ (c10d)
+#                                     are left out unless GPU_DISTRIBUTED=ON:
+#                                     the wheels have no Gloo headers, and
+#                                     Debian's (carried) are of another
+#                                     Gloo. The step dist-compile compiles
 #                                     those three alone in a second build
-#                                     folder, to see whether they build
-#                                     against this LibTorch.
+#                                     folder against them, to see whether
+#                                     they build against this LibTorch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 debs=(libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libhwloc15 libgtest-dev libgmock-dev
       libbenchmark-dev libbenchmark1debian libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9
-      liburing-dev liburing2 dataset-fashion-mnist)
+      liburing-dev liburing2 dataset-fashion-mnist
+      libgloo-dev)  # headers only: the wheels ship c10d's but not Gloo's (dist-compile)
 
 if [ "${1:-}" = "fetch" ]; then
   mkdir -p .deb
@@ -89,7 +92,7 @@ t0=$SECONDS
 rm -f build-gpu/CMakeCache.txt
 cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$deb_root/usr" -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DACTKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" -DACTKIT_DISTRIBUTED="${GPU_DISTRIBUTED:-ON}" \
+  -DACTKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" -DACTKIT_DISTRIBUTED="${GPU_DISTRIBUTED:-OFF}" \
   ${ACTKIT_CXX_STANDARD:+-DCMAKE_CXX_STANDARD=$ACTKIT_CXX_STANDARD} >"$out/configure.log" 2>&1
 configure_rc=$?
 tail -n 15 "$out/configure.log"
