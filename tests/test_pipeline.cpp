@@ -121,6 +121,12 @@ TEST(SyntheticSource, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
   EXPECT_THROW(fresh.train_batch(0, -1), InvalidInput);
   EXPECT_THROW(fresh.train_batch(0, pipeline::SyntheticSource::kMaxFreshMicroBatches), InvalidInput);
   EXPECT_THROW(fresh.train_batch(-1, 0), InvalidInput);
+  // More fresh micro-batches a step than ids allow are refused when the
+  // source is made, not at the first step: 513 x 2 replicas, and 1025 x 1.
+  EXPECT_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 0, 513, 2), InvalidInput);
+  EXPECT_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 0, 1025, 1), InvalidInput);
+  EXPECT_NO_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 0, 512, 2));
+  EXPECT_NO_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 64, 513, 2));  // a pool has no such limit
 }
 
 TEST(StageSplit, MinimizesTheLargestStage) {
@@ -404,6 +410,35 @@ TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
   const std::string store = ckpt + "/buffers/boundary0to1-receiver.store";
   std::filesystem::resize_file(store, std::filesystem::file_size(store) / 3);
   std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_torn"));
+  std::filesystem::remove_all(whole);
+  std::filesystem::remove_all(rest);
+  std::filesystem::remove_all(tmp);
+}
+
+TEST(Pipeline, AnL3RunResumesBitIdentically) {
+  // Inside the stages L3 rounds stochastically (a counter per layer picks
+  // the noise) and re-allocates bits from gradient averages: the checkpoint
+  // carries both, so a resumed run compresses as the uninterrupted one.
+  const int steps = 5;
+  const std::string tmp = ::testing::TempDir() + "actkit_l3_resume_" + std::to_string(::getpid());
+  std::filesystem::remove_all(tmp);
+  const std::string ckpt = tmp + "/ckpt";
+  const std::string whole = run_pipeline(2, "1f1b", "fp32", 0, 0, steps, "L3", "", true, {}, "_whole");
+  const Env crashed{{"PEER_SAVE_AT", "2:" + ckpt}, {"PEER_CRASH", "1"}};
+  std::filesystem::remove_all(run_pipeline(2, "1f1b", "fp32", 0, 0, 4, "L3", "", true, crashed, "_crash"));
+  const std::string rest =
+      run_pipeline(2, "1f1b", "fp32", 0, 0, steps, "L3", "", true, {{"PEER_RESUME", ckpt}}, "_resumed");
+  const auto a = saved_parameters(whole), b = saved_parameters(rest);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) EXPECT_TRUE(at::equal(t, b.at(name))) << name;
+  const auto la = read_losses(whole), lb = read_losses(rest);
+  ASSERT_EQ(lb.size(), size_t(steps - 2));
+  for (int s = 2; s < steps; ++s) EXPECT_EQ(la[size_t(s)], lb[size_t(s - 2)]) << "step " << s;
+  // The checkpoint of an L3 run does not resume at another level: the
+  // settings differ, and every rank says so.
+  std::filesystem::remove_all(
+      run_pipeline(2, "1f1b", "fp32", 0, 0, steps, "L2", "", false, {{"PEER_RESUME", ckpt}}, "_other"));
   std::filesystem::remove_all(whole);
   std::filesystem::remove_all(rest);
   std::filesystem::remove_all(tmp);

@@ -95,4 +95,33 @@ double BitBudgets::layer_bits(int layer) const {
   return weight > 0 ? weighted / weight : layers_[size_t(layer)][0].bits;
 }
 
+std::vector<BitBudgets::SlotState> BitBudgets::state() const {
+  std::vector<SlotState> out;
+  out.reserve(layers_.size() * size_t(kMaxSlots));
+  for (const LayerBudgets& layer : layers_) {
+    for (const SlotBudget& s : layer) {
+      if (!s.items.empty()) throw InvalidInput("bit budgets: state taken in the middle of an iteration");
+      out.push_back({s.bits, s.undercharged, s.values_weight});
+    }
+  }
+  return out;
+}
+
+void BitBudgets::restore(const std::vector<SlotState>& slots) {
+  if (slots.size() != layers_.size() * size_t(kMaxSlots)) {
+    throw InvalidInput(c10::str("bit budgets: a state of ", slots.size(), " slots for ", layers_.size(), " layers of ",
+                                kMaxSlots));
+  }
+  size_t i = 0;
+  for (LayerBudgets& layer : layers_) {
+    for (SlotBudget& s : layer) {
+      s.bits = slots[i].bits;
+      s.undercharged = slots[i].undercharged;
+      s.values_weight = slots[i].values_weight;
+      s.items.clear();
+      ++i;
+    }
+  }
+}
+
 }  // namespace actkit::detail

@@ -64,6 +64,21 @@ class BitBudgets {
   // recorded at the last reallocate() (equal weights before any).
   double layer_bits(int layer) const;
 
+  // What carries over from one iteration to the next, per slot: the budget,
+  // the bits uniform_bits() owes it, and the values it recorded at the
+  // last reallocate(). state() lists every layer's kMaxSlots slots in turn.
+  struct SlotState {
+    double bits = 0;
+    double undercharged = 0;
+    int64_t values_weight = 0;
+  };
+  // Between iterations only: throws InvalidInput while samples recorded
+  // since the last reallocate() wait for it.
+  std::vector<SlotState> state() const;
+  // Replaces every slot's state with what state() returned for as many
+  // layers; throws InvalidInput for another count. Drops recorded samples.
+  void restore(const std::vector<SlotState>& slots);
+
  private:
   // One sample recorded in forward.
   struct Item {

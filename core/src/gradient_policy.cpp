@@ -1,8 +1,11 @@
 #include "gradient_policy.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
 
 #include <cmath>
+
+#include "actkit/core/errors.h"
 
 namespace actkit::detail {
 namespace {
@@ -72,6 +75,28 @@ GradientPolicy::Decision GradientPolicy::decide(const LevelConfig& config, int64
   const Decision d{keep, keep && !kept_};
   kept_ = keep;
   return d;
+}
+
+GradientPolicy::State GradientPolicy::state() const {
+  if (!pending_.empty()) throw InvalidInput("gradient policy: state taken before the iteration's norms were folded");
+  State out;
+  out.layers.reserve(layers_.size());
+  for (const LayerGradient& l : layers_) out.layers.emplace_back(l.mean_sq, l.seen);
+  out.compressed_at_step_start = compressed_at_step_start_;
+  out.last_step_compressed = last_step_compressed_;
+  out.kept = kept_;
+  return out;
+}
+
+void GradientPolicy::restore(const State& state) {
+  if (state.layers.size() != layers_.size()) {
+    throw InvalidInput(c10::str("gradient policy: a state of ", state.layers.size(), " layers for ", layers_.size()));
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i] = {state.layers[i].first, state.layers[i].second};
+  pending_.clear();
+  compressed_at_step_start_ = state.compressed_at_step_start;
+  last_step_compressed_ = state.last_step_compressed;
+  kept_ = state.kept;
 }
 
 }  // namespace actkit::detail

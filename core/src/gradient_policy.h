@@ -16,6 +16,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "actkit/core/level.h"
@@ -50,6 +51,22 @@ class GradientPolicy {
     bool regroup;  // kept from now on but dropped before: move them into one buffer first
   };
   Decision decide(const LevelConfig& config, int64_t iterations, int64_t gradient_bytes);
+
+  // What carries over between iterations: each layer's moving average (and
+  // whether it has one yet), the payload counts end_step() keeps, the last
+  // decision.
+  struct State {
+    std::vector<std::pair<double, bool>> layers;  // mean_sq, seen
+    int64_t compressed_at_step_start = 0;
+    int64_t last_step_compressed = 0;
+    bool kept = false;
+  };
+  // Between iterations only: throws InvalidInput while norms wait for
+  // fold_norms().
+  State state() const;
+  // Replaces the state with one state() returned for as many layers;
+  // throws InvalidInput for another count.
+  void restore(const State& state);
 
  private:
   struct Norm {

@@ -31,10 +31,14 @@
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/errors.h"
 #include "actkit/kernels/pergroup.h"
+#include "byte_io.h"
 #include "dispatch.h"
 
 namespace actkit {
 namespace {
+
+using detail::Reader;
+using detail::Writer;
 
 constexpr char kMagic[4] = {'A', 'C', 'T', 'K'};
 constexpr uint16_t kFormatVersion = 1;
@@ -42,8 +46,6 @@ constexpr size_t kFixedHeader = 24;
 constexpr size_t kChecksumBytes = 4;
 constexpr size_t kExtensionBytes = 16;
 constexpr uint8_t kFlagPerChannel = 1;
-
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the payload format is little-endian");
 
 struct DtypeCode {
   at::ScalarType type;
@@ -67,51 +69,6 @@ at::ScalarType dtype_from_code(uint8_t code) {
   }
   throw FormatError(c10::str("payload: unknown dtype code ", int(code)));
 }
-
-class Writer {
- public:
-  explicit Writer(uint8_t* p) : p_(p) {}
-  template <typename T>
-  void put(T v) {
-    std::memcpy(p_, &v, sizeof v);
-    p_ += sizeof v;
-  }
-  void put_bytes(const void* src, size_t n) {
-    if (n != 0) std::memcpy(p_, src, n);
-    p_ += n;
-  }
-  uint8_t* pos() const { return p_; }
-
- private:
-  uint8_t* p_;
-};
-
-// Reads a buffer front to back; every read is bounds-checked.
-class Reader {
- public:
-  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  template <typename T>
-  T get(const char* field) {
-    T v;
-    std::memcpy(&v, take(sizeof v, field), sizeof v);
-    return v;
-  }
-  const uint8_t* take(size_t n, const char* field) {
-    if (n > size_ - off_) {
-      throw FormatError(c10::str("payload truncated: ", field, " needs ", n, " bytes at offset ", off_, ", only ",
-                                 size_ - off_, " left"));
-    }
-    const uint8_t* p = data_ + off_;
-    off_ += n;
-    return p;
-  }
-  size_t offset() const { return off_; }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t off_ = 0;
-};
 
 // The kinds added after the first ones carry their extra fields in an
 // extension, so the older kinds' bytes never changed.

@@ -298,6 +298,7 @@ void StageRunner::load_optimizer(const std::string& dir) {
   }
   std::string saved_config;
   int64_t saved_crc = -1;
+  at::Tensor controller;
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(file);
@@ -313,6 +314,9 @@ void StageRunner::load_optimizer(const std::string& dir) {
     at::Tensor steps, crc;
     archive.read("steps", steps);
     start_step_ = steps.item<int64_t>();
+    // Checkpoints written before the controller's state was saved lack it:
+    // the level then starts afresh, as it did for them.
+    if (archive.try_read("controller", controller)) controller = controller.to(at::kByte).contiguous();
     archive.read("parameters_crc", crc);
     saved_crc = crc.item<int64_t>();
     c10::IValue config;
@@ -344,6 +348,14 @@ void StageRunner::load_optimizer(const std::string& dir) {
       if (a != b) diff += c10::str(diff.empty() ? "" : ", ", "saved ", a, " but now ", b);
     }
     throw FormatError(c10::str("resume: ", dir, " was saved by a run with other settings: ", diff));
+  }
+  if (controller.defined()) {
+    try {
+      const uint8_t* p = controller.data_ptr<uint8_t>();
+      converted_.controller->load_state(std::vector<uint8_t>(p, p + controller.numel()));
+    } catch (const FormatError& e) {
+      throw FormatError(c10::str("resume: ", file, ": ", e.what()));
+    }
   }
 }
 
@@ -648,6 +660,10 @@ void StageRunner::save(const std::string& dir, int64_t steps) {
     }
   }
   archive.write("steps", at::tensor(steps));
+  // The level's rounding counters, bit budgets and gradient averages: the
+  // resumed run compresses as this one would have gone on to.
+  const std::vector<uint8_t> controller = converted_.controller->save_state();
+  archive.write("controller", at::tensor(at::ArrayRef<uint8_t>(controller)));
   archive.write("parameters_crc", at::tensor(int64_t(file_crc(weights_tmp))));
   archive.write("config", c10::IValue(resume_facts(config_)));
   archive.save_to(optim + ".tmp");

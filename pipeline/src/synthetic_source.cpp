@@ -18,6 +18,14 @@ SyntheticSource::SyntheticSource(int64_t batch, int64_t seq_len, int64_t vocab, 
   if (pool > 0 && pool < shares) {
     throw InvalidInput(c10::str("synthetic data: a pool of ", pool, " examples cannot be shared by ", shares));
   }
+  // Fresh examples draw micro-batch indices 0 .. micro_batches * shares - 1
+  // per step: refused here, before any rank trains, rather than at step 0.
+  if (pool == 0 && int64_t(micro_batches) * shares > kMaxFreshMicroBatches) {
+    throw InvalidInput(c10::str("synthetic data: ", micro_batches, " micro-batches per step on each of ", shares,
+                                " replicas need ", int64_t(micro_batches) * shares,
+                                " fresh micro-batches a step; without a pool (--train-limit N) at most ",
+                                kMaxFreshMicroBatches));
+  }
 }
 
 MicroBatch SyntheticSource::draw(uint64_t seed, int64_t first_id) const {
@@ -36,7 +44,7 @@ at::Tensor SyntheticSource::example(int64_t id) const {
 }
 
 MicroBatch SyntheticSource::train_batch(int64_t step, int index) {
-  if (step < 0) throw InvalidInput(c10::str("synthetic data: step ", step));
+  if (step < 0) throw InvalidInput(c10::str("synthetic data: step ", step, " (steps count from 0)"));
   if (pool_ > 0) {
     const SharePosition where = share_position(step, index, micro_batches_, shares_, batch_);
     const int64_t share_pool = pool_ / shares_;
@@ -55,8 +63,8 @@ MicroBatch SyntheticSource::train_batch(int64_t step, int index) {
   // Without a pool every example is new: ids (step * 1024 + index) * batch
   // onwards, distinct while a step has at most 1024 micro-batches.
   if (index < 0 || index >= kMaxFreshMicroBatches) {
-    throw InvalidInput(c10::str("synthetic data: micro-batch ", index, " of a step (at most ", kMaxFreshMicroBatches,
-                                ")"));
+    throw InvalidInput(c10::str("synthetic data: micro-batch index ", index, " of a step (indices 0 .. ",
+                                kMaxFreshMicroBatches - 1, " without a pool)"));
   }
   const uint64_t s = seed_ * 1000003u + uint64_t(step) * 4099u + uint64_t(index);
   return draw(s, (step * kMaxFreshMicroBatches + index) * batch_);

@@ -114,6 +114,20 @@ class Controller {
 
   ControllerStats stats() const;
 
+  // The state that carries over from one step to the next (each layer's
+  // rounding counter, bit budgets and gradient average, the counts above),
+  // as bytes (docs/formats.md, "Controller state"), so that a run resumed
+  // from a checkpoint rounds and allocates bits exactly as the uninterrupted
+  // run would. Between steps only: throws InvalidInput while this step's
+  // records wait for step().
+  std::vector<uint8_t> save_state() const;
+  // Restores what save_state() wrote for the same layers (names and kinds,
+  // in registration order), level bits, group size, mixed precision and
+  // seed. Throws FormatError, naming what differs, for bytes that are not
+  // such a state (checksum, lengths, another model, level or seed); the
+  // controller is unchanged then.
+  void load_state(const std::vector<uint8_t>& bytes);
+
  private:
   // What the controller knows of a registered layer besides its budgets.
   struct LayerRecord {
