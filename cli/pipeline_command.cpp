@@ -252,6 +252,11 @@ int run_rank(PipelineArgs& a) {
     throw InvalidInput(c10::str("pipeline: the checkpoint is of step ", runner.start_step(), ", the run has ", steps,
                                 " steps: nothing to do"));
   }
+  if (!runner.controller_state_restored()) {
+    fmt::print(stderr, "stage {}: {} holds no controller state (saved by an older ACTkit): the level's rounding "
+               "counters and bit budgets start afresh, so the run does not continue bit for bit\n",
+               runner.stage(), a.init);
+  }
   if (leader) {
     // Which pieces (0 = the embeddings, 1..L = the blocks, L + 1 = the head) each stage runs.
     std::string split;

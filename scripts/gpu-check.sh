@@ -99,10 +99,11 @@ tail -n 15 "$out/configure.log"
 if [ $configure_rc -ne 0 ]; then echo "configure FAILED (see configure.log)"; exit 1; fi
 cmake --build build-gpu -j "$(nproc)" "${keep_going[@]}" >"$out/build.log" 2>&1
 build_rc=$?
-if [ $build_rc -ne 0 ] && grep -E "error" "$out/build.log" | grep -qE "cuda_allocator|cuda_vmm_backing"; then
+allocator_errors=$(grep -E "error" "$out/build.log" | grep -E "cuda_allocator|cuda_vmm_backing")
+if [ $build_rc -ne 0 ] && [ -n "$allocator_errors" ]; then
   # The CUDA allocator builds against LibTorch's pluggable-allocator API,
   # which moves between releases: keep the rest of the check alive.
-  grep -E "error" "$out/build.log" | grep -E "cuda_allocator|cuda_vmm_backing" | head -n 20
+  head -n 20 <<< "$allocator_errors"
   note cuda-alloc "BUILD FAILED: rebuilt with -DACTKIT_CUDA_ALLOCATOR=OFF (see build.log)"
   cp "$out/build.log" "$out/build-with-cuda-allocator.log"
   cmake build-gpu -DACTKIT_CUDA_ALLOCATOR=OFF >>"$out/configure.log" 2>&1

@@ -39,8 +39,6 @@ constexpr size_t kSlotBytes = 24;
 constexpr size_t kPolicyBytes = 17;
 constexpr size_t kStatsBytes = 7 * 8;
 constexpr size_t kCrcBytes = 4;
-// Longer names than any module path; bounds what a corrupt length can ask for.
-constexpr uint32_t kMaxNameBytes = 1 << 16;
 
 size_t layer_record_bytes(const std::string& name) {
   return 4 + name.size() + 1 + 8 + size_t(detail::BitBudgets::kMaxSlots) * kSlotBytes + 8 + 1;
@@ -129,7 +127,6 @@ void Controller::load_state(const std::vector<uint8_t>& bytes) {
   policy.layers.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t n = r.get<uint32_t>("layer name length");
-    if (n > kMaxNameBytes) throw FormatError(c10::str("controller state: layer ", i, " has a name of ", n, " bytes"));
     const auto* name = reinterpret_cast<const char*>(r.take(n, "layer name"));
     const auto kind = r.get<uint8_t>("layer kind");
     const LayerRecord& l = layers_[i];

@@ -315,8 +315,9 @@ void StageRunner::load_optimizer(const std::string& dir) {
     archive.read("steps", steps);
     start_step_ = steps.item<int64_t>();
     // Checkpoints written before the controller's state was saved lack it:
-    // the level then starts afresh, as it did for them.
-    if (archive.try_read("controller", controller)) controller = controller.to(at::kByte).contiguous();
+    // the level then starts afresh, as it did for them (the CLI says so).
+    controller_state_restored_ = archive.try_read("controller", controller);
+    if (controller_state_restored_) controller = controller.to(at::kByte).contiguous();
     archive.read("parameters_crc", crc);
     saved_crc = crc.item<int64_t>();
     c10::IValue config;

@@ -102,6 +102,9 @@ class StageRunner {
   int stage() const { return stage_; }
   int replica() const { return replication_.index; }
   int64_t start_step() const { return start_step_; }
+  // False after a resume from a checkpoint saved before checkpoints held
+  // the level's controller state: the level then started afresh.
+  bool controller_state_restored() const { return controller_state_restored_; }
   bool first() const { return stage_ == 0; }
   bool last() const { return stage_ == config_.stages - 1; }
   const std::vector<int>& bounds() const { return bounds_; }
@@ -181,6 +184,7 @@ class StageRunner {
   Replication replication_;
   std::unique_ptr<AqsgdBoundary> aq_send_, aq_recv_;  // aqsgd: toward stage + 1, from stage - 1
   int64_t start_step_ = 0;
+  bool controller_state_restored_ = true;
   ScopedCpuTracking memory_;
   int64_t raw_forward_bytes_ = 0, raw_backward_bytes_ = 0, tied_bytes_ = 0;
 };
