@@ -8,7 +8,7 @@
 # against memory.
 #
 #   [RATES="unlimited R1 R2 ..."] scripts/bench-pipeline.sh [throughput|schedules|memory|convergence|
-#                              aqsgd-throughput|gpipe-throughput|aqsgd-convergence|
+#                              aqsgd-throughput|gpipe-throughput|gpipe-target|aqsgd-convergence|
 #                              aqsgd-store|pretrain|all] [OUT_DIR]
 #
 # `pretrain` only makes OUT_DIR/pretrained.pt (scripts/bench-dp.sh uses it).
@@ -32,9 +32,12 @@ run() {  # name, then actkit pipeline arguments
 }
 
 # Every codec of the array named $2 at every rate: 2 stages, $schedule
-# (1F1B unless a section says otherwise), 4 micro-batches of 4, 8 steps;
-# runs named $1-<codec>-<rate>; the rest of the arguments go to every run.
+# (1F1B unless a section says otherwise), $micro_batches micro-batches of
+# $micro_batch_size (4 of 4 unless a section says otherwise), 8 steps; runs
+# named $1-<codec>-<rate>; the rest of the arguments go to every run.
 schedule=1f1b
+micro_batches=4
+micro_batch_size=4
 rate_sweep() {
   local prefix=$1 entry name rate
   local -n entries=$2
@@ -44,7 +47,8 @@ rate_sweep() {
       name="$prefix-${entry%%:*}-$rate"
       name=${name//[ \/]/_}
       # shellcheck disable=SC2086
-      run "$name" --stages 2 --micro-batches 4 --micro-batch-size 4 --schedule "$schedule" --data synthetic \
+      run "$name" --stages 2 --micro-batches "$micro_batches" --micro-batch-size "$micro_batch_size" \
+        --schedule "$schedule" --data synthetic \
         --steps 8 --validation-batches 1 --bandwidth "$rate" "$@" ${entry#*:}
     done
   done
@@ -199,15 +203,74 @@ if [[ $what == aqsgd-throughput || $what == all ]]; then
 fi
 
 if [[ $what == gpipe-throughput || $what == all ]]; then
-  # The papers' schedule: all forwards, then all backwards, so fp32 pays
-  # for the two directions in turn. Same examples as aqsgd-throughput.
-  gpipe_codecs=("fp32:--codec fp32" "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6"
+  # The papers' schedule: all forwards, then all backwards, so each
+  # direction's transfers overlap the computation of the same phase, and
+  # 16 micro-batches of one sequence, so that the fill and drain of the
+  # two phases (and the tied embedding's gradient) are a small part of the
+  # step. The same 16 examples every step: AQ-SGD sends deltas from step 1.
+  # Rates for fp32 from about 1.2x to 12x slower on the 2-core build
+  # machine of 2026-11-26; RATES replaces them.
+  gpipe_codecs=("fp32:--codec fp32" "directq fw4/bw8:--codec directq --fw-bits 4 --bw-bits 8"
+                "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6"
                 "aqsgd fw2/bw6:--codec aqsgd --fw-bits 2 --bw-bits 6"
-                "aqsgd fw3/bw6:--codec aqsgd --fw-bits 3 --bw-bits 6")
-  schedule=gpipe
+                "aqsgd fw3/bw6:--codec aqsgd --fw-bits 3 --bw-bits 6"
+                "aqsgd fw4/bw6:--codec aqsgd --fw-bits 4 --bw-bits 6"
+                "aqsgd fw2/bw8:--codec aqsgd --fw-bits 2 --bw-bits 8"
+                "aqsgd fw3/bw8:--codec aqsgd --fw-bits 3 --bw-bits 8"
+                "aqsgd fw4/bw8:--codec aqsgd --fw-bits 4 --bw-bits 8")
+  saved_rates=("${rates[@]}")
+  read -r -a rates <<< "${RATES:-unlimited 100Mbps 30Mbps 12Mbps 6Mbps 4.5Mbps 3.5Mbps}"
+  [[ ${rates[0]} == unlimited ]] || { echo "RATES must start with unlimited"; exit 1; }
+  schedule=gpipe micro_batches=16 micro_batch_size=1
   rate_sweep gtp gpipe_codecs --train-limit 16 --warmup-epochs 0
-  schedule=1f1b
   ratio_table gtp gpipe_codecs
+  schedule=1f1b micro_batches=4 micro_batch_size=4 rates=("${saved_rates[@]}")
+fi
+
+if [[ $what == gpipe-target || $what == all ]]; then
+  # The targets' point measured with care: GPipe as in gpipe-throughput,
+  # unthrottled and at the rate where fp32 is about 8x slower (RATE8,
+  # default 4.5Mbps on the build machine of 2026-11-26), 16 steps, three
+  # rounds with every run of a round interleaved, so that a slow spell of
+  # the machine falls on every codec alike. Ratios are taken within a round
+  # and the table gives their medians.
+  target_codecs=("fp32:--codec fp32" "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6"
+                 "aqsgd fw2/bw6:--codec aqsgd --fw-bits 2 --bw-bits 6"
+                 "aqsgd fw3/bw6:--codec aqsgd --fw-bits 3 --bw-bits 6")
+  rate8=${RATE8:-4.5Mbps}
+  for round in 1 2 3; do
+    for rate in unlimited "$rate8"; do
+      for entry in "${target_codecs[@]}"; do
+        name="gtg-${entry%%:*}-$rate-r$round"
+        name=${name//[ \/]/_}
+        # shellcheck disable=SC2086
+        run "$name" --stages 2 --micro-batches 16 --micro-batch-size 1 --schedule gpipe --data synthetic \
+          --train-limit 16 --warmup-epochs 0 --steps 16 --validation-batches 1 --bandwidth "$rate" ${entry#*:}
+      done
+    done
+  done
+  labels=()
+  for entry in "${target_codecs[@]}"; do labels+=("${entry%%:*}"); done
+  python3 - "$out" "$rate8" "${labels[@]}" <<'PY'
+import json, statistics, sys
+out, rate, codecs = sys.argv[1], sys.argv[2], sys.argv[3:]
+def tps(c, r, k):
+    name = f"gtg-{c}-{r}-r{k}".replace(" ", "_").replace("/", "_")
+    return json.load(open(f"{out}/{name}.json"))["tokens_per_s"]
+rounds = [1, 2, 3]
+def cell(values, unit=""):
+    return f"{statistics.median(values):.2f}{unit} (" + " / ".join(f"{v:.2f}" for v in values) + ")"
+slow = [tps("fp32", "unlimited", k) / tps("fp32", rate, k) for k in rounds]
+print(f"fp32 slowdown at {rate}: " + cell(slow, "×"))
+print(f"\n| codec | unthrottled tokens/s | {rate} tokens/s | ÷ fp32 at {rate} | ÷ its unthrottled |")
+print("| --- | --- | --- | --- | --- |")
+for c in codecs:
+    u = [tps(c, "unlimited", k) for k in rounds]
+    t = [tps(c, rate, k) for k in rounds]
+    vs32 = [t[i] / tps("fp32", rate, k) for i, k in enumerate(rounds)]
+    own = [t[i] / u[i] for i in range(len(rounds))]
+    print(f"| {c} | {statistics.median(u):.0f} | {statistics.median(t):.0f} | {cell(vs32, '×')} | {cell(own, '×')} |")
+PY
 fi
 
 if [[ $what == aqsgd-convergence || $what == all ]]; then
