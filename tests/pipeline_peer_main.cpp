@@ -1,7 +1,9 @@
 // One stage of a pipeline test (tests/test_pipeline.cpp starts one per
 // stage with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set): a small GPT-2
 // on synthetic tokens, trained for a few steps; every stage then saves its
-// checkpoint to OUT, and rank 0 writes the step losses to OUT/losses.
+// checkpoint to OUT, and rank 0 writes the step losses to OUT/losses. A
+// rank that fails also writes its error to OUT/error-rank<RANK>, so a test
+// can check what each rank said.
 //
 //   actkit_pipeline_peer SCHEDULE CODEC FW_BITS BW_BITS STEPS OUT [LEVEL [INIT]]
 //
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
     comm.barrier();
   } catch (const std::exception& e) {
     std::cerr << "pipeline peer: " << e.what() << "\n";
+    std::ofstream(std::string(argv[6]) + "/error-rank" + env_or("RANK", "0")) << e.what();
     return 1;
   }
   return 0;

@@ -223,6 +223,29 @@ std::string run_pipeline(int stages, const std::string& schedule, const std::str
   return out;
 }
 
+// What each of `ranks` failed ranks of a run_pipeline call wrote to
+// OUT/error-rank<r> ("" for a rank that wrote nothing).
+std::vector<std::string> rank_errors(const std::string& out, int ranks) {
+  std::vector<std::string> errors;
+  for (int r = 0; r < ranks; ++r) {
+    std::ifstream in(out + "/error-rank" + std::to_string(r));
+    errors.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return errors;
+}
+
+// Expects every one of `ranks` ranks to have failed with an error holding
+// each of `parts`, then removes OUT.
+void expect_every_rank_says(const std::string& out, int ranks, const std::vector<std::string>& parts) {
+  const auto errors = rank_errors(out, ranks);
+  for (int r = 0; r < ranks; ++r) {
+    for (const auto& part : parts) {
+      EXPECT_NE(errors[size_t(r)].find(part), std::string::npos) << "rank " << r << " said: " << errors[size_t(r)];
+    }
+  }
+  std::filesystem::remove_all(out);
+}
+
 // The same training in one process: the whole model, the same micro-batches,
 // the loss of each divided by their number, the same optimizer.
 std::shared_ptr<ZooModel> train_reference(int steps, std::vector<double>& losses) {
@@ -401,15 +424,30 @@ TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
   for (int s = 3; s < steps; ++s) EXPECT_EQ(la[size_t(s)], lb[size_t(s - 3)]) << "step " << s;
 
   // Another setting than the saved run's (4-bit deltas) is refused.
-  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 4, 8, steps, "L0", "", false, resumed, "_other"));
+  expect_every_rank_says(run_pipeline(2, "1f1b", "aqsgd", 4, 8, steps, "L0", "", false, resumed, "_other"), 2,
+                         {"saved forward_codec=aqsgd2 but now forward_codec=aqsgd4"});
   // The resumed run checkpointed the stores at step 6 on its way out: the
   // step-3 checkpoint can no longer be resumed, and every rank says so.
-  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_stale"));
+  expect_every_rank_says(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_stale"), 2,
+                         {"boundary 0->1, resuming at step 3",
+                          "holds the buffers of step 6, the checkpoint being resumed is of step 3"});
   // A truncated store is refused too.
   std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true, crashed, "_crash2"));
   const std::string store = ckpt + "/buffers/boundary0to1-receiver.store";
   std::filesystem::resize_file(store, std::filesystem::file_size(store) / 3);
-  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_torn"));
+  expect_every_rank_says(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_torn"), 2,
+                         {"boundary0to1-receiver.store", "missing or torn"});
+  // Two whole stores of the same step and examples that hold different
+  // m(ξ): the receiver's store of a run with 3-bit deltas beside the
+  // sender's of a 2-bit run. Each side opens its own store, and the two
+  // sides' digests disagree.
+  const Env crashed3{{"PEER_BUFFER_MEMORY", "0"}, {"PEER_BUFFERS", tmp + "/ckpt3/buffers"},
+                     {"PEER_SAVE_AT", "3:" + tmp + "/ckpt3"}, {"PEER_CRASH", "1"}};
+  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 3, 8, 3, "L0", "", true, crashed3, "_crash3"));
+  std::filesystem::copy_file(tmp + "/ckpt3/buffers/boundary0to1-receiver.store", store,
+                             std::filesystem::copy_options::overwrite_existing);
+  expect_every_rank_says(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_mixed"), 2,
+                         {"the two sides' aqsgd buffers disagree", "step 3, 16 examples, digest"});
   std::filesystem::remove_all(whole);
   std::filesystem::remove_all(rest);
   std::filesystem::remove_all(tmp);
