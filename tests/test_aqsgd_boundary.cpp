@@ -120,6 +120,39 @@ TEST(AqsgdBoundary, StochasticRoundingKeepsBothSidesTogether) {
   }
 }
 
+// What `--check-buffers` compares: when one side's m(ξ) of one example
+// differs, that side's checksum of the next micro-batch holding it differs,
+// in every buffer format; StageRunner fails the step on it. Two ways to
+// differ: another well-formed value (example 3's stored as example 2's; for
+// q8/q4 a payload ending with its own CRC-32C, which a plain CRC-32C over
+// the stored bytes could not tell apart), and a damaged one (a flipped bit:
+// a q8/q4 payload's own checksum may refuse it first).
+TEST(AqsgdBoundary, TheChecksumSeesOneSidesBufferDiffer) {
+  for (BufferFormat f : {BufferFormat::kFp16, BufferFormat::kFp32, BufferFormat::kQ8, BufferFormat::kQ4}) {
+    for (const bool damage : {false, true}) {
+      Pair p(f, 2, /*warmup_steps=*/1);
+      at::manual_seed(6);
+      const at::Tensor a = at::randn({3, 8, 16});
+      p.pass(a, {1, 2, 3}, 0);
+      std::vector<uint8_t> m = p.receiver->store().get(3);
+      if (damage) m[m.size() / 2] ^= 0x10;
+      p.receiver->store().put(2, m);
+      const at::Tensor b = a + 0.05 * at::randn({3, 8, 16});
+      const auto payload = p.sender->send(b, {1, 2, 3}, 1, 9);
+      bool refused = false;
+      try {
+        p.receiver->receive(payload, {1, 2, 3}, 1, 9, "boundary 0->1 (test)");
+      } catch (const FormatError&) {
+        refused = true;
+      }
+      EXPECT_TRUE(refused || p.sender->last_checksum() != p.receiver->last_checksum())
+          << pipeline::to_string(f) << (damage ? " damaged" : " swapped");
+      EXPECT_EQ(refused, damage && (f == BufferFormat::kQ8 || f == BufferFormat::kQ4)) << pipeline::to_string(f);
+      if (!refused) EXPECT_NE(p.sender->store().digest(), p.receiver->store().digest()) << pipeline::to_string(f);
+    }
+  }
+}
+
 TEST(AqsgdBoundary, APayloadOfTheWrongKindNamesTheBoundary) {
   Pair p(BufferFormat::kFp16, 4, 0);
   const at::Tensor a = at::randn({2, 8, 16});

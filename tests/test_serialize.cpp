@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "actkit/core/bitfield_codecs.h"
@@ -67,6 +68,23 @@ TEST(Checksum, KnownValueAndPathsAgree) {
     EXPECT_EQ(crc32c(buf.data(), n), actkit::detail::crc32c_table(buf.data(), n)) << n;
   }
   EXPECT_EQ(crc32c(buf.data() + 10, 90, crc32c(buf.data(), 10)), crc32c(buf.data(), 100));
+}
+
+// Every payload ends with the CRC-32C of what precedes it, so CRC-32C over
+// two different payloads of one length is the same constant: content_checksum
+// tells them apart, and still sees a change anywhere, the tail included.
+TEST(Checksum, ContentChecksumTellsPayloadsApartWhereCrc32cCannot) {
+  const std::vector<uint8_t> a = samples()[0].serialize();
+  std::vector<uint8_t> b = a;
+  b[b.size() / 2] ^= 0x01;
+  const uint32_t tail = crc32c(b.data(), b.size() - 4);
+  std::memcpy(b.data() + b.size() - 4, &tail, 4);  // resealed: a well-formed, different payload
+  EXPECT_EQ(crc32c(a.data(), a.size()), crc32c(b.data(), b.size()));
+  EXPECT_NE(content_checksum(a.data(), a.size()), content_checksum(b.data(), b.size()));
+  std::vector<uint8_t> c = a;
+  c.back() ^= 0x80;
+  EXPECT_NE(content_checksum(a.data(), a.size()), content_checksum(c.data(), c.size()));
+  EXPECT_EQ(content_checksum(a.data(), 3), crc32c(a.data(), 3));
 }
 
 TEST(Serialize, RoundTripKeepsEverything) {

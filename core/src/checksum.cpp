@@ -52,4 +52,17 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
 #endif
 }
 
+uint32_t content_checksum(const void* data, size_t size) {
+  if (size <= 4) return crc32c(data, size);
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t tail;
+  std::memcpy(&tail, p + size - 4, 4);
+  // splitmix64's finalizer, a bijection on 64 bits.
+  uint64_t x = (uint64_t(crc32c(p, size - 4)) << 32 | tail) + 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return uint32_t(x ^ (x >> 32));
+}
+
 }  // namespace actkit

@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kValueMagic = 0x42535141;  // "AQSB"
 constexpr uint32_t kStateMagic = 0x53535141;  // "AQSS"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: values checked by content_checksum(), not CRC-32C
 constexpr size_t kValueHeader = 24;   // magic, version, id, generation
 constexpr size_t kStateHeader = 40;   // magic, version, step, generation, count, digest
 constexpr size_t kStateEntry = 32;    // id, generation, len, crc, slot, 7 bytes of padding
@@ -200,7 +200,7 @@ std::vector<uint8_t> ExampleStore::unwrap_locked(int64_t id, const Entry& e, std
     what = "is not this example's value";
   } else if (get_le<uint64_t>(h + 16) != e.file_generation) {
     what = "is from another checkpoint generation";
-  } else if (crc32c(h + kValueHeader, e.len) != e.crc) {
+  } else if (content_checksum(h + kValueHeader, e.len) != e.crc) {
     what = "does not hold the value last stored";
   }
   if (what != nullptr) {
@@ -223,7 +223,7 @@ void ExampleStore::put(int64_t id, std::vector<uint8_t> bytes) {
   if (inserted) e.lru = lru_.end();
   stats_.bytes_stored += int64_t(bytes.size()) - int64_t(e.len);
   e.len = uint32_t(bytes.size());
-  e.crc = crc32c(bytes.data(), bytes.size());
+  e.crc = content_checksum(bytes.data(), bytes.size());
   ++e.version;
   if (e.memory) stats_.memory_bytes -= int64_t(e.memory->size());
   e.memory = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
