@@ -12,6 +12,8 @@
 #                              aqsgd-store|pretrain|all] [OUT_DIR]
 #
 # `pretrain` only makes OUT_DIR/pretrained.pt (scripts/bench-dp.sh uses it).
+# `gpipe-target` measures at one rate, RATE8 (default 4.5Mbps): where fp32
+# runs about 8x slower than unthrottled on the machine at hand.
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-pipeline); the tables go to stdout.
@@ -208,7 +210,7 @@ if [[ $what == gpipe-throughput || $what == all ]]; then
   # 16 micro-batches of one sequence, so that the fill and drain of the
   # two phases (and the tied embedding's gradient) are a small part of the
   # step. The same 16 examples every step: AQ-SGD sends deltas from step 1.
-  # Rates for fp32 from about 1.2x to 12x slower on the 2-core build
+  # Rates for fp32 from about 1.3x to 10x slower on the 2-core build
   # machine of 2026-11-26; RATES replaces them.
   gpipe_codecs=("fp32:--codec fp32" "directq fw4/bw8:--codec directq --fw-bits 4 --bw-bits 8"
                 "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6"

@@ -125,8 +125,8 @@ TEST(AqsgdBoundary, StochasticRoundingKeepsBothSidesTogether) {
 // in every buffer format; StageRunner fails the step on it. Two ways to
 // differ: another well-formed value (example 3's stored as example 2's; for
 // q8/q4 a payload ending with its own CRC-32C, which a plain CRC-32C over
-// the stored bytes could not tell apart), and a damaged one (a flipped bit:
-// a q8/q4 payload's own checksum may refuse it first).
+// the stored bytes could not tell apart), and example 2's own value with one
+// bit flipped (a q8/q4 payload's own checksum refuses it first).
 TEST(AqsgdBoundary, TheChecksumSeesOneSidesBufferDiffer) {
   for (BufferFormat f : {BufferFormat::kFp16, BufferFormat::kFp32, BufferFormat::kQ8, BufferFormat::kQ4}) {
     for (const bool damage : {false, true}) {
@@ -134,7 +134,7 @@ TEST(AqsgdBoundary, TheChecksumSeesOneSidesBufferDiffer) {
       at::manual_seed(6);
       const at::Tensor a = at::randn({3, 8, 16});
       p.pass(a, {1, 2, 3}, 0);
-      std::vector<uint8_t> m = p.receiver->store().get(3);
+      std::vector<uint8_t> m = p.receiver->store().get(damage ? 2 : 3);
       if (damage) m[m.size() / 2] ^= 0x10;
       p.receiver->store().put(2, m);
       const at::Tensor b = a + 0.05 * at::randn({3, 8, 16});
