@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <torch/serialize.h>
 
 #include "actkit/app/fashion_mnist.h"
 #include "actkit/app/level_switches.h"
@@ -47,6 +48,7 @@ struct DpArgs {
   int epochs = 1;
   uint64_t seed = 0;
   double lr = 1e-3, weight_decay = 0;
+  std::string lr_schedule = "cosine";
   std::string save, resume, json_path;
   int port = 0, timeout_s = 0;
 };
@@ -59,6 +61,9 @@ void check_args(const DpArgs& a) {
   if (a.link != "process" && a.link != "kernel") throw InvalidInput("dp: --link is process or kernel");
   if (a.batch < 1 || a.epochs < 1) throw InvalidInput("dp: --batch and --epochs must be >= 1");
   if (!(a.lr > 0)) throw InvalidInput("dp: --lr must be > 0");
+  if (a.lr_schedule != "cosine" && a.lr_schedule != "constant") {
+    throw InvalidInput(c10::str("dp: --lr-schedule ", a.lr_schedule, ": expected cosine or constant"));
+  }
   if (a.warmup_steps < -1 || a.warmup_fraction < 0 || a.warmup_fraction > 1) {
     throw InvalidInput("dp: --warmup-steps must be >= 0 and --warmup-fraction in [0, 1]");
   }
@@ -242,7 +247,28 @@ int run_rank(DpArgs& a) {
       throw InvalidInput(c10::str("dp: ", a.resume, " holds no optimizer state for rank ", rank, " of ", world,
                                   " (", file, "): was it saved by another number of workers?"));
     }
-    torch::load(*opt, file);
+    at::Tensor controller;
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(file);
+      opt->load(archive);
+      // Checkpoints written before the level's controller state was saved
+      // lack it: the level then starts afresh, as it did for them.
+      if (archive.try_read("controller", controller)) controller = controller.to(at::kByte).contiguous();
+    } catch (const c10::Error& e) {
+      throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what_without_backtrace()));
+    }
+    if (controller.defined()) {
+      try {
+        const uint8_t* p = controller.data_ptr<uint8_t>();
+        converted.controller->load_state(std::vector<uint8_t>(p, p + controller.numel()));
+      } catch (const FormatError& e) {
+        throw FormatError(c10::str("dp: resume: ", file, ": ", e.what()));
+      }
+    } else if (leader) {
+      fmt::print(stderr, "dp: {} holds no controller state (saved by an older ACTkit): the level's rounding counters "
+                 "and bit budgets start afresh, so the run does not continue bit for bit\n", file);
+    }
     start = opt->steps() + opt->skipped_steps();
     if (start >= total) throw InvalidInput(c10::str("dp: the checkpoint is of step ", start, " of ", total));
   }
@@ -262,11 +288,13 @@ int run_rank(DpArgs& a) {
   for (int64_t s = start; s < total; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& group : opt->param_groups()) {
-      group.options().set_lr(a.lr * 0.5 * (1 + std::cos(M_PI * double(s) / double(total))));
+      group.options().set_lr(a.lr_schedule == "constant" ? a.lr
+                                                          : a.lr * 0.5 * (1 + std::cos(M_PI * double(s) / double(total))));
     }
     auto [x, y] = shard.batch(s);
+    // In place of zero_grad(): at levels that keep gradients they are views
+    // into one buffer, which zero_grad() cannot detach.
     converted.controller->reset_gradients(model->parameters());
-    opt->zero_grad();
     at::Tensor out = model->forward(x);
     at::Tensor loss = shard.text() ? fused_cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}))
                                    : model->loss(x, out, y);
@@ -307,7 +335,16 @@ int run_rank(DpArgs& a) {
   mean_losses.div_(float(world));
   if (!a.save.empty()) {
     std::filesystem::create_directories(a.save);
-    torch::save(*opt, optimizer_file(a.save, rank, world));
+    // The optimizer's state and the level's (rounding counters, bit
+    // budgets, gradient averages: each rank's own), written whole beside
+    // the final name and renamed into place.
+    const std::string file = optimizer_file(a.save, rank, world);
+    torch::serialize::OutputArchive archive;
+    opt->save(archive);
+    const std::vector<uint8_t> controller = converted.controller->save_state();
+    archive.write("controller", at::tensor(at::ArrayRef<uint8_t>(controller)));
+    archive.save_to(file + ".tmp");
+    std::filesystem::rename(file + ".tmp", file);
     if (leader) save_state_dict(*model, a.save + "/model.pt");
   }
   double evaluation = 0;
@@ -401,7 +438,8 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--hidden", a->hidden, "gpt2: hidden size")->capture_default_str();
   p->add_option("--heads", a->heads, "gpt2: attention heads")->capture_default_str();
   p->add_option("--seed", a->seed, "Seed for weights and data order")->capture_default_str();
-  p->add_option("--lr", a->lr, "Peak learning rate (cosine decay over the run)")->capture_default_str();
+  p->add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
+  p->add_option("--lr-schedule", a->lr_schedule, "cosine (decay over the run) or constant")->capture_default_str();
   p->add_option("--weight-decay", a->weight_decay, "Weight decay")->capture_default_str();
   p->add_option("--save", a->save, "Directory for the model and every rank's optimizer state at the end");
   p->add_option("--resume", a->resume, "Continue the run a --save directory holds (same workers and settings)");

@@ -95,6 +95,21 @@ if build/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 3
   echo "a checkpoint of 3 workers must be refused by 2" >&2
   exit 1
 fi
+# Data-parallel at L3: a run resumed from a checkpoint continues bit for bit
+# (the level's controller state travels with the optimizer's; with a
+# constant learning rate the checkpointed run's shorter length changes nothing).
+rm -rf build/dpl3-ckpt
+dpl3="build/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 2 --optimizer onebit-adam
+  --data fortunes --train-limit 64 --batch 4 --warmup-steps 2 --lr 0.001 --lr-schedule constant --level L3
+  --bandwidth 200Mbps"
+$dpl3 --steps 6 --json build/dpl3.json
+$dpl3 --steps 4 --save build/dpl3-ckpt
+$dpl3 --steps 6 --resume build/dpl3-ckpt --json build/dpl3-resumed.json
+python3 - <<'PY'
+import json
+a, b = json.load(open("build/dpl3.json")), json.load(open("build/dpl3-resumed.json"))
+assert a["train_losses"][4:] == b["train_losses"] and a["val_loss"] == b["val_loss"], (a["train_losses"], b["train_losses"])
+PY
 # The two halves together: 2 stages × 2 replicas, TAH-Quant activations,
 # DirectQ gradients, 1-bit Adam across the replicas; a checkpoint after the
 # freeze, and the resumed run must end where the uninterrupted one ends.
