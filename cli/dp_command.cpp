@@ -236,7 +236,7 @@ int run_rank(DpArgs& a) {
                                {"data", c10::str(a.data, " ", shard.train_examples(), " examples")},
                                {"batch", std::to_string(a.batch)},
                                {"steps", std::to_string(total)},
-                               {"lr", c10::str(a.lr)},
+                               {"lr", c10::str(a.lr, " ", a.lr_schedule)},
                                {"weight decay", c10::str(a.weight_decay)},
                                {"seed", std::to_string(a.seed)}});
   comm.handshake(facts);
@@ -383,6 +383,8 @@ int run_rank(DpArgs& a) {
                         {"workers", world},
                         {"batch_per_worker", a.batch},
                         {"level", level.spec},
+                        {"lr", a.lr},
+                        {"lr_schedule", a.lr_schedule},
                         {"data", a.data},
                         {"link", a.link},
                         {"bandwidth_bps", rate},
