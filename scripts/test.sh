@@ -20,13 +20,13 @@ bash scripts/setup.sh
 step "unit tests"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 
-step "sanitizers (ASan + UBSan): codecs, untrusted payloads, I/O engine, store, allocators, layer pieces"
+step "sanitizers (ASan + UBSan): codecs, untrusted payloads, I/O engine, stores, allocators, layer pieces"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACTKIT_SANITIZE=ON \
   -DACTKIT_BUILD_BENCH=OFF -DACTKIT_BUILD_CLI=OFF -DACTKIT_CUDA_COMPILE_CHECK=OFF
 cmake --build build-asan --target actkit_tests
 # LibTorch itself is not instrumented and keeps global state alive at exit.
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:DirectQ.*:Tah.*:BoundarySerialize.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:StateDict.*:*Policy*:AllocationTrace.*:Layers.*:Fused.*:*Piecewise*:BranchPoint.*:NodeProfile.*:ControllerBudgets.*:Transfers.*:SwapperInFlight.*:BoundaryPayload.*:OneBitCodec.*:CompressedAllreduce.*:DataParallelOptimizer.*:ControllerState.*'
+  build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:DirectQ.*:Tah.*:BoundarySerialize.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:StateDict.*:*Policy*:AllocationTrace.*:Layers.*:Fused.*:*Piecewise*:BranchPoint.*:NodeProfile.*:ControllerBudgets.*:Transfers.*:SwapperInFlight.*:BoundaryPayload.*:OneBitCodec.*:CompressedAllreduce.*:DataParallelOptimizer.*:ControllerState.*:*ExampleStore*:AqsgdBoundary.*'
 
 step "downstream project against the installed package"
 cmake --install build --prefix build/install
