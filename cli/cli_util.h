@@ -48,6 +48,13 @@ inline std::vector<std::string>& command_line() {
   return args;
 }
 
+// What a training command says (on stderr) when it resumes from a
+// checkpoint that holds no controller state: `who` names the rank's part.
+inline void print_no_controller_state(const std::string& who, const std::string& checkpoint) {
+  fmt::print(stderr, "{}: {} holds no controller state (saved by an older ACTkit): the level's rounding counters and "
+             "bit budgets start afresh, so the run does not continue bit for bit\n", who, checkpoint);
+}
+
 inline std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
 
 // Writes `j` (pretty-printed) to `path`; throws Error if it cannot.

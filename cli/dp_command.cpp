@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <torch/serialize.h>
 
@@ -23,6 +24,7 @@
 #include "actkit/app/level_switches.h"
 #include "actkit/app/text_corpus.h"
 #include "actkit/comm/communicator.h"
+#include "actkit/converters/controller_archive.h"
 #include "actkit/converters/convert.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
@@ -247,27 +249,19 @@ int run_rank(DpArgs& a) {
       throw InvalidInput(c10::str("dp: ", a.resume, " holds no optimizer state for rank ", rank, " of ", world,
                                   " (", file, "): was it saved by another number of workers?"));
     }
-    at::Tensor controller;
+    std::optional<std::vector<uint8_t>> controller;
     try {
       torch::serialize::InputArchive archive;
       archive.load_from(file);
       opt->load(archive);
-      // Checkpoints written before the level's controller state was saved
-      // lack it: the level then starts afresh, as it did for them.
-      if (archive.try_read("controller", controller)) controller = controller.to(at::kByte).contiguous();
+      controller = read_controller_state(archive);
     } catch (const c10::Error& e) {
       throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what_without_backtrace()));
     }
-    if (controller.defined()) {
-      try {
-        const uint8_t* p = controller.data_ptr<uint8_t>();
-        converted.controller->load_state(std::vector<uint8_t>(p, p + controller.numel()));
-      } catch (const FormatError& e) {
-        throw FormatError(c10::str("dp: resume: ", file, ": ", e.what()));
-      }
+    if (controller) {
+      restore_controller_state(*converted.controller, *controller, c10::str("dp: resume: ", file));
     } else if (leader) {
-      fmt::print(stderr, "dp: {} holds no controller state (saved by an older ACTkit): the level's rounding counters "
-                 "and bit budgets start afresh, so the run does not continue bit for bit\n", file);
+      print_no_controller_state("dp", file);
     }
     start = opt->steps() + opt->skipped_steps();
     if (start >= total) throw InvalidInput(c10::str("dp: the checkpoint is of step ", start, " of ", total));
@@ -341,8 +335,7 @@ int run_rank(DpArgs& a) {
     const std::string file = optimizer_file(a.save, rank, world);
     torch::serialize::OutputArchive archive;
     opt->save(archive);
-    const std::vector<uint8_t> controller = converted.controller->save_state();
-    archive.write("controller", at::tensor(at::ArrayRef<uint8_t>(controller)));
+    write_controller_state(archive, *converted.controller);
     archive.save_to(file + ".tmp");
     std::filesystem::rename(file + ".tmp", file);
     if (leader) save_state_dict(*model, a.save + "/model.pt");

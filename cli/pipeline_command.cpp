@@ -253,9 +253,7 @@ int run_rank(PipelineArgs& a) {
                                 " steps: nothing to do"));
   }
   if (!runner.controller_state_restored()) {
-    fmt::print(stderr, "stage {}: {} holds no controller state (saved by an older ACTkit): the level's rounding "
-               "counters and bit budgets start afresh, so the run does not continue bit for bit\n",
-               runner.stage(), a.init);
+    print_no_controller_state(c10::str("stage ", runner.stage()), a.init);
   }
   if (leader) {
     // Which pieces (0 = the embeddings, 1..L = the blocks, L + 1 = the head) each stage runs.

@@ -12,10 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <torch/serialize.h>
 
+#include "actkit/converters/controller_archive.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
@@ -298,7 +300,7 @@ void StageRunner::load_optimizer(const std::string& dir) {
   }
   std::string saved_config;
   int64_t saved_crc = -1;
-  at::Tensor controller;
+  std::optional<std::vector<uint8_t>> controller;
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(file);
@@ -316,8 +318,8 @@ void StageRunner::load_optimizer(const std::string& dir) {
     start_step_ = steps.item<int64_t>();
     // Checkpoints written before the controller's state was saved lack it:
     // the level then starts afresh, as it did for them (the CLI says so).
-    controller_state_restored_ = archive.try_read("controller", controller);
-    if (controller_state_restored_) controller = controller.to(at::kByte).contiguous();
+    controller = read_controller_state(archive);
+    controller_state_restored_ = controller.has_value();
     archive.read("parameters_crc", crc);
     saved_crc = crc.item<int64_t>();
     c10::IValue config;
@@ -350,14 +352,7 @@ void StageRunner::load_optimizer(const std::string& dir) {
     }
     throw FormatError(c10::str("resume: ", dir, " was saved by a run with other settings: ", diff));
   }
-  if (controller.defined()) {
-    try {
-      const uint8_t* p = controller.data_ptr<uint8_t>();
-      converted_.controller->load_state(std::vector<uint8_t>(p, p + controller.numel()));
-    } catch (const FormatError& e) {
-      throw FormatError(c10::str("resume: ", file, ": ", e.what()));
-    }
-  }
+  if (controller) restore_controller_state(*converted_.controller, *controller, c10::str("resume: ", file));
 }
 
 void StageRunner::compare_buffer_checkpoints(const std::string& when, const std::string& send_error,
@@ -663,8 +658,7 @@ void StageRunner::save(const std::string& dir, int64_t steps) {
   archive.write("steps", at::tensor(steps));
   // The level's rounding counters, bit budgets and gradient averages: the
   // resumed run compresses as this one would have gone on to.
-  const std::vector<uint8_t> controller = converted_.controller->save_state();
-  archive.write("controller", at::tensor(at::ArrayRef<uint8_t>(controller)));
+  write_controller_state(archive, *converted_.controller);
   archive.write("parameters_crc", at::tensor(int64_t(file_crc(weights_tmp))));
   archive.write("config", c10::IValue(resume_facts(config_)));
   archive.save_to(optim + ".tmp");
