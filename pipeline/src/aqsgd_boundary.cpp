@@ -141,11 +141,10 @@ at::Tensor AqsgdBoundary::store_rows(const at::Tensor& m, const std::vector<int6
       bytes = ct.serialize();
       value = ct.decode().to(at::kFloat).reshape(row_shape_);
     }
-    // content_checksum: q8/q4 values end with their own CRC-32C, over which
-    // a plain CRC-32C is the same for every value.
-    const uint32_t value_sum = content_checksum(bytes.data(), bytes.size());
+    // The store's content_checksum of the value: q8/q4 values end with
+    // their own CRC-32C, over which a plain CRC-32C is the same for every value.
+    const uint32_t value_sum = store_->put(ids[b], std::move(bytes));
     crc = crc32c(&value_sum, sizeof(value_sum), crc);
-    store_->put(ids[b], std::move(bytes));
     kept.push_back(value);
   }
   last_checksum_ = crc;

@@ -211,10 +211,11 @@ std::vector<uint8_t> ExampleStore::unwrap_locked(int64_t id, const Entry& e, std
   return image;
 }
 
-void ExampleStore::put(int64_t id, std::vector<uint8_t> bytes) {
+uint32_t ExampleStore::put(int64_t id, std::vector<uint8_t> bytes) {
   if (bytes.size() > UINT32_MAX - kValueHeader) {
     throw InvalidInput(c10::str("buffer store: example ", id, "'s value of ", bytes.size(), " bytes is too large"));
   }
+  const uint32_t sum = content_checksum(bytes.data(), bytes.size());  // outside the lock: a pass over the value
   std::lock_guard<std::mutex> lock(mu_);
   if (!broken_.empty()) throw IoError(broken_, EIO);
   drop_prefetch_locked(id);  // a copy read ahead is stale from now on
@@ -223,7 +224,7 @@ void ExampleStore::put(int64_t id, std::vector<uint8_t> bytes) {
   if (inserted) e.lru = lru_.end();
   stats_.bytes_stored += int64_t(bytes.size()) - int64_t(e.len);
   e.len = uint32_t(bytes.size());
-  e.crc = content_checksum(bytes.data(), bytes.size());
+  e.crc = sum;
   ++e.version;
   if (e.memory) stats_.memory_bytes -= int64_t(e.memory->size());
   e.memory = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
@@ -236,6 +237,7 @@ void ExampleStore::put(int64_t id, std::vector<uint8_t> bytes) {
     lru_.splice(lru_.begin(), lru_, e.lru);
   }
   make_room_locked();
+  return sum;
 }
 
 void ExampleStore::make_room_locked() {

@@ -88,8 +88,9 @@ class ExampleStore {
   // Makes `bytes` `id`'s value. Returns without waiting for the file; a
   // write-back that fails is reported by a later put(), sync() or
   // checkpoint() as an IoError naming the file and example id, and the
-  // value it carried stays in memory.
-  void put(int64_t id, std::vector<uint8_t> bytes);
+  // value it carried stays in memory. Returns the value's content_checksum()
+  // (core/checksum.h), which the store records and checks on every read.
+  uint32_t put(int64_t id, std::vector<uint8_t> bytes);
   // Waits for every write-back. Throws IoError (see put()).
   void sync();
   // Saves every value as of now under `step` (see the header comment) and
