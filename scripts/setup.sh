@@ -15,6 +15,7 @@ packages=(
   dataset-fashion-mnist fio
   fortunes  # the text corpus of actkit pipeline and the language models
   iproute2  # ip and tc: kernel-shaped links (actkit pipeline and dp --link kernel)
+  python3  # the JSON checks of scripts/test.sh and the tables of the bench scripts
   python3-torchvision  # the oracle tests: the zoo against torchvision (tests/oracle)
 )
 missing=()
