@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -28,6 +27,7 @@
 #include "actkit/converters/convert.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/core/level.h"
 #include "actkit/models/zoo.h"
 #include "cli_util.h"
@@ -53,6 +53,7 @@ struct DpArgs {
   std::string lr_schedule = "cosine";
   std::string save, resume, json_path;
   int port = 0, timeout_s = 0;
+  CommBackend backend = CommBackend::kGloo;
 };
 
 void check_args(const DpArgs& a) {
@@ -194,6 +195,7 @@ std::string optimizer_file(const std::string& dir, int rank, int world) {
 int run_rank(DpArgs& a) {
   GroupConfig g = GroupConfig::from_env();
   if (a.timeout_s > 0) g.timeout = std::chrono::seconds(a.timeout_s);
+  g.backend = a.backend;
   Communicator comm(g);
   const int rank = comm.rank(), world = comm.world_size();
   const bool leader = rank == 0;
@@ -245,7 +247,7 @@ int run_rank(DpArgs& a) {
   int64_t start = 0;
   if (!a.resume.empty()) {
     const std::string file = optimizer_file(a.resume, rank, world);
-    if (!std::filesystem::exists(file)) {
+    if (!files::exists(file)) {
       throw InvalidInput(c10::str("dp: ", a.resume, " holds no optimizer state for rank ", rank, " of ", world,
                                   " (", file, "): was it saved by another number of workers?"));
     }
@@ -328,7 +330,7 @@ int run_rank(DpArgs& a) {
   comm.all_reduce_sum(mean_losses, "loss report");
   mean_losses.div_(float(world));
   if (!a.save.empty()) {
-    std::filesystem::create_directories(a.save);
+    files::create_directories(a.save);
     // The optimizer's state and the level's (rounding counters, bit
     // budgets, gradient averages: each rank's own), written whole beside
     // the final name and renamed into place.
@@ -337,7 +339,7 @@ int run_rank(DpArgs& a) {
     opt->save(archive);
     write_controller_state(archive, *converted.controller);
     archive.save_to(file + ".tmp");
-    std::filesystem::rename(file + ".tmp", file);
+    files::rename(file + ".tmp", file);
     if (leader) save_state_dict(*model, a.save + "/model.pt");
   }
   double evaluation = 0;
@@ -380,6 +382,7 @@ int run_rank(DpArgs& a) {
                         {"lr_schedule", a.lr_schedule},
                         {"data", a.data},
                         {"link", a.link},
+                        {"backend", to_string(a.backend)},
                         {"bandwidth_bps", rate},
                         {"latency_s", latency},
                         {"steps", total},
@@ -439,6 +442,7 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--save", a->save, "Directory for the model and every rank's optimizer state at the end");
   p->add_option("--resume", a->resume, "Continue the run a --save directory holds (same workers and settings)");
   p->add_option("--port", a->port, "Port of the rendezvous (default: a free one)");
+  add_backend_option(p, &a->backend);
   p->add_option("--timeout", a->timeout_s,
                  "Seconds any rank waits for another before failing (default: ACTKIT_COMM_TIMEOUT, else 300)");
   p->add_option("--json", a->json_path, "Write the results as JSON to this file");

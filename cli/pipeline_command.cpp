@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -23,6 +22,7 @@
 #include "actkit/app/text_corpus.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/core/level.h"
 #include "actkit/pipeline/replica_groups.h"
 #include "actkit/pipeline/stage_runner.h"
@@ -53,6 +53,7 @@ struct PipelineArgs {
   std::string buffer_dir, buffer_memory = "unlimited", buffer_format = "fp16";
   int port = 0;
   int timeout_s = 0;  // 0: ACTKIT_COMM_TIMEOUT, else 300 s
+  CommBackend backend = CommBackend::kGloo;
   // --dp: the 1-bit optimizers' warm-up, as `actkit dp` takes it
   int64_t dp_warmup_steps = -1;
   double dp_warmup_fraction = 0.167;
@@ -173,6 +174,7 @@ int run_rank(PipelineArgs& a) {
   pipeline::PipelineConfig& c = a.config;
   GroupConfig g = GroupConfig::from_env();
   if (a.timeout_s > 0) g.timeout = std::chrono::seconds(a.timeout_s);  // else ACTKIT_COMM_TIMEOUT or 300 s
+  g.backend = a.backend;
   Communicator world(g);
   const bool leader = world.rank() == 0;
   const int k = c.stages, n = c.replicas;
@@ -209,10 +211,8 @@ int run_rank(PipelineArgs& a) {
       int64_t(std::ceil(a.warmup_epochs * double(train_examples > 0 ? train_examples : per_step) / double(per_step)));
   bool temporary_buffers = false;
   if (a.buffer_dir.empty()) {
-    c.buffers.dir = (std::filesystem::temp_directory_path() /
-                     c10::str("actkit-buffers-", std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "0", "-rank",
-                              world.rank()))
-                        .string();
+    c.buffers.dir = c10::str(files::temp_directory(), "/actkit-buffers-",
+                             std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "0", "-rank", world.rank());
     temporary_buffers = true;
   }
   const int64_t steps =
@@ -314,8 +314,7 @@ int run_rank(PipelineArgs& a) {
   comm.flush();
   world.barrier();
   if (temporary_buffers) {
-    std::error_code ec;
-    std::filesystem::remove_all(c.buffers.dir, ec);
+    files::remove_all(c.buffers.dir);
   }
   if (!leader) return 0;
 
@@ -416,6 +415,7 @@ int run_rank(PipelineArgs& a) {
                              {"micro_batch_size", c.micro_batch_size},
                              {"level", c.level.spec},
                              {"link", c.link_mode},
+                             {"backend", to_string(a.backend)},
                              {"bandwidth_bps", bps},
                              {"latency_s", c.forward_links.empty() ? 0 : c.forward_links[0].latency_seconds},
                              {"data", a.data},
@@ -547,6 +547,7 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--save-every", a->save_every, "Also checkpoint to --save every N steps");
   p->add_option("--resume", a->resume, "Continue the run a --save directory holds (same stages and settings)");
   p->add_option("--port", a->port, "Port of the rendezvous (default: a free one)");
+  add_backend_option(p, &a->backend);
   p->add_option("--timeout", a->timeout_s,
                  "Seconds any rank waits for another before failing (default: ACTKIT_COMM_TIMEOUT, else 300)");
   p->add_option("--json", a->json_path, "Write the results as JSON to this file");

@@ -39,6 +39,23 @@ void check_results(const RankLaunch& l, const std::vector<app::ProcessResult>& r
 
 }  // namespace
 
+void add_backend_option(CLI::App* command, CommBackend* backend) {
+  command
+      ->add_option_function<std::string>(
+          "--backend", [backend](const std::string& name) { *backend = parse_comm_backend(name); },
+          "c10d group the ranks talk through: gloo (CPU) or nccl (each rank's GPU: LOCAL_RANK, else rank modulo the "
+          "GPUs; needs a LibTorch with CUDA)")
+      ->check(CLI::IsMember({"gloo", "nccl"}))
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            return comm_backend_available(parse_comm_backend(name))
+                       ? ""
+                       : "nccl: this ACTkit was built against a LibTorch without CUDA or c10d's NCCL group";
+          },
+          "", "built in"))
+      ->default_str("gloo");
+}
+
 int rank_timeout_seconds(int flag) {
   if (flag > 0) return flag;
   const char* env = std::getenv("ACTKIT_COMM_TIMEOUT");

@@ -5,9 +5,13 @@
 // with its egress shaped by tc (--link kernel).
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "actkit/comm/group_config.h"
 
 namespace actkit::cli {
 
@@ -18,6 +22,11 @@ struct RankLaunch {
   int port = 0;                   // 0: a free one (loopback), 29500 (namespaces)
   int timeout_s = 300;            // how long a rank may wait on another
 };
+
+// --backend gloo|nccl: the c10d group under the ranks' messages. Checked
+// when the command line is parsed: an unknown name, or nccl in a build
+// without it, is refused before any rank starts.
+void add_backend_option(CLI::App* command, CommBackend* backend);
 
 // How long a rank waits for another: `flag` (--timeout) when positive,
 // else ACTKIT_COMM_TIMEOUT, else 300 s.

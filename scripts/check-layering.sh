@@ -3,7 +3,8 @@
 # The per-module CMake targets already keep most wrong-way includes from
 # compiling; this also covers headers no target compiles on its own, the
 # test-only folders and the rules CMake cannot state (kernels without
-# LibTorch, c10d only in comm/).
+# LibTorch, c10d only in comm/, each c10d backend in one file, no
+# std::filesystem).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,16 @@ if git ls-files kernels | xargs -r grep -nE '^\s*#\s*include [<"](torch|ATen|c10
 if git ls-files | grep -E '\.(h|hpp|cpp|cu|cuh)$' | grep -v '^comm/' |
    xargs -r grep -nE '^\s*#\s*include [<"](torch/csrc/distributed|c10d)/'; then
   fail "c10d included outside comm/ (above)"
+fi
+# No std::filesystem anywhere: PyTorch's wheels export their own copy of it,
+# which every program linked against them binds to (core/include/actkit/core/files.h).
+if git ls-files | grep -E '\.(h|hpp|cpp|cu|cuh)$' | xargs -r grep -nE '<filesystem>|std::filesystem::'; then
+  fail "std::filesystem used (above): use actkit/core/files.h"
+fi
+# Gloo's and NCCL's c10d groups each in one file (comm/src/process_group.h).
+if git ls-files comm | grep -vE '^comm/src/(gloo|nccl)_group\.cpp$' |
+   xargs -r grep -nE '^\s*#\s*include [<"]torch/csrc/distributed/c10d/ProcessGroup(Gloo|NCCL)\.hpp'; then
+  fail "a backend's c10d group included outside its own file (above)"
 fi
 [ $status -eq 0 ] && echo "layering: every include goes down"
 exit $status

@@ -1,23 +1,48 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ACTkit builds on (only those missing) and
-# builds ACTkit into build/. Run from anywhere, as root or with sudo.
-#   ACTKIT_BUILD_DIR   build folder (default: build)
+# Installs what ACTkit builds on (only what is missing) and builds it.
+# Run from anywhere, as root or with sudo.
+#   ACTKIT_TORCH       which LibTorch to build against:
+#                        debian (default)  Debian's libtorch-dev 1.13, CPU only; builds into build/
+#                        wheel             PyPI's torch 2.15.0 (the CUDA build; runs on CPUs too),
+#                                          installed into .venv/ (this checkout's own virtual
+#                                          environment, never the system Python); builds into
+#                                          build-wheel/ with the CUDA kernels and NCCL
+#   ACTKIT_BUILD_DIR   build folder (default: build, or build-wheel for the wheel)
+#   ACTKIT_TARGETS     what to build (default: actkit_cli, the tool and its library; "all": the
+#                      tests and benchmarks too, as scripts/test.sh does)
 #   ACTKIT_CMAKE_ARGS  extra CMake arguments
+# Compiler output is cached (ccache, in ~/.cache/ccache): a second build of
+# the same sources, in either folder, takes seconds per file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+torch_kind=${ACTKIT_TORCH:-debian}
+case $torch_kind in
+  debian | wheel) ;;
+  *) echo "setup: ACTKIT_TORCH=$torch_kind: expected debian or wheel" >&2; exit 2 ;;
+esac
+# The wheels pinned here: the LibTorch 2.x that CI builds and tests, and
+# the torchvision the oracle tests compare the zoo with in that world.
+torch_wheel=torch==2.15.0
+torchvision_wheel=torchvision==0.29.2
+
 packages=(
-  build-essential cmake ninja-build pkg-config
-  libtorch-dev libgloo-dev liburing-dev libtbb-dev
+  build-essential cmake ninja-build pkg-config ccache
+  libgloo-dev  # Gloo's headers: c10d's Gloo group includes them (docs/architecture.md)
+  liburing-dev libtbb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
-  libopenblas0-pthread
   dataset-fashion-mnist fio
   fortunes  # the text corpus of actkit pipeline and the language models
   iproute2  # ip and tc: kernel-shaped links (actkit pipeline and dp --link kernel)
   python3  # the JSON checks of scripts/test.sh and the tables of the bench scripts
-  python3-torchvision  # the oracle tests: the zoo against torchvision (tests/oracle)
 )
+if [ "$torch_kind" = debian ]; then
+  packages+=(libtorch-dev libopenblas0-pthread
+             python3-torchvision)  # the oracle tests: the zoo against torchvision (tests/oracle)
+else
+  packages+=(python3-venv)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -30,7 +55,33 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-build_dir="${ACTKIT_BUILD_DIR:-build}"
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
+if command -v ccache >/dev/null; then
+  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  # The precompiled LibTorch header is used through -include: ccache needs
+  # these to cache the files that use it.
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+fi
+if [ "$torch_kind" = wheel ]; then
+  build_dir="${ACTKIT_BUILD_DIR:-build-wheel}"
+  venv=.venv
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+  if ! "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${torch_wheel#torch==}')" 2>/dev/null; then
+    echo "setup: installing $torch_wheel into $venv"
+    "$venv/bin/pip" install --disable-pip-version-check --no-input -q "$torch_wheel" "$torchvision_wheel"
+  fi
+  torch_prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+  cmake_args+=(-DCMAKE_PREFIX_PATH="$torch_prefix" -DACTKIT_ORACLE_PYTHON="$PWD/$venv/bin/python")
+else
+  build_dir="${ACTKIT_BUILD_DIR:-build}"
+fi
+
+targets=${ACTKIT_TARGETS:-actkit_cli}
 # shellcheck disable=SC2086
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${ACTKIT_CMAKE_ARGS:-}
-cmake --build "$build_dir"
+cmake -S . -B "$build_dir" "${cmake_args[@]}" ${ACTKIT_CMAKE_ARGS:-}
+if [ "$targets" = all ]; then
+  cmake --build "$build_dir"
+else
+  # shellcheck disable=SC2086
+  cmake --build "$build_dir" --target $targets
+fi

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"  // generated: where the test programs and fixtures are
 #include "actkit/app/process.h"
 #include "peer_ranks.h"
 #include "actkit/comm/communicator.h"
@@ -128,9 +129,16 @@ TEST(GroupConfig, RejectsWhatCannotFormAGroup) {
   c.rank = 2;
   EXPECT_THROW(c.validate(), InvalidInput);
   c.rank = 0;
-  c.backend = "mpi";
-  EXPECT_THROW(c.validate(), InvalidInput);
-  c.backend = "gloo";
+  EXPECT_THROW(parse_comm_backend("mpi"), InvalidInput);
+  EXPECT_EQ(parse_comm_backend("gloo"), CommBackend::kGloo);
+  EXPECT_EQ(parse_comm_backend("nccl"), CommBackend::kNccl);
+  c.backend = CommBackend::kNccl;
+  if (comm_backend_available(CommBackend::kNccl)) {
+    EXPECT_NO_THROW(c.validate());
+  } else {
+    EXPECT_THROW(c.validate(), InvalidInput);  // a build without NCCL says so before any rank waits
+  }
+  c.backend = CommBackend::kGloo;
   c.master_port = 70000;
   EXPECT_THROW(c.validate(), InvalidInput);
 }

@@ -6,15 +6,16 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <sstream>
 
+#include "test_paths.h"  // generated: where the test programs and fixtures are
 #include "actkit/app/process.h"
 #include "peer_ranks.h"
 #include "actkit/comm/compressed_allreduce.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/comm/onebit_codec.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/optim/adam.h"
 #include "actkit/optim/lamb.h"
 
@@ -292,9 +293,9 @@ TEST(DataParallelOptimizer, EmptyAndGradientlessParametersAreLeftAlone) {
 }
 
 TEST(DataParallelOptimizer, CheckpointResumesBitForBitAndRefusesOtherSettings) {
-  const auto dir = std::filesystem::temp_directory_path() / ("actkit-optim-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string file = (dir / "lamb.pt").string();
+  const std::string dir = files::temp_directory() + "/actkit-optim-" + std::to_string(getpid());
+  files::create_directories(dir);
+  const std::string file = dir + "/lamb.pt";
   Bowl a(6);
   optim::ExchangeOptions eo{nullptr, optim::Exchange::kOneBit, 4};
   optim::Lamb opt(a.params, optim::LambOptions(0.05), eo);
@@ -327,7 +328,7 @@ TEST(DataParallelOptimizer, CheckpointResumesBitForBitAndRefusesOtherSettings) {
   c.params.pop_back();
   optim::Lamb fewer(c.params, optim::LambOptions(0.05), eo);
   EXPECT_THROW(torch::load(fewer, file), InvalidInput);  // another model
-  std::filesystem::remove_all(dir);
+  files::remove_all(dir);
 }
 
 TEST(DataParallelOptimizer, CheckpointBeforeTheFirstStepLoads) {
@@ -376,10 +377,10 @@ TEST(DataParallelRanks, FreezeOnEveryRankAndRanksStayIdentical) {
 }
 
 TEST(DataParallelRanks, CheckpointResumesBitForBit) {
-  const auto dir = std::filesystem::temp_directory_path() / ("actkit-dp-resume-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  expect_all(run_peers(3, {"resume", dir.string()}), 0, "resume");
-  std::filesystem::remove_all(dir);
+  const std::string dir = files::temp_directory() + "/actkit-dp-resume-" + std::to_string(getpid());
+  files::create_directories(dir);
+  expect_all(run_peers(3, {"resume", dir}), 0, "resume");
+  files::remove_all(dir);
 }
 
 TEST(DataParallelRanks, NonFiniteOnOneRankSkipsEverywhere) { expect_all(run_peers(3, {"nan"}), 0, "nan"); }

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -133,9 +132,9 @@ TEST(ExampleStore, RefusesAStoreOfAnotherStepOrTruncatedOrMissing) {
     EXPECT_NE(std::string(e.what()).find("step 4"), std::string::npos) << e.what();
   }
   const std::string path = options(dir, 0).path;
-  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  files::resize_file(path, files::file_size(path) / 2);
   EXPECT_THROW(ExampleStore(options(dir, 0), 4), FormatError);
-  std::filesystem::remove(path);
+  files::remove(path);
   EXPECT_THROW(ExampleStore(options(dir, 0), 4), FormatError);
   {
     ExampleStore never(options(dir, 0));  // values, but never a checkpoint

@@ -18,7 +18,7 @@ struct EngineCase {
   bool direct;
 };
 
-std::string case_name(const testing::TestParamInfo<EngineCase>& info) {
+std::string engine_case_name(const testing::TestParamInfo<EngineCase>& info) {
   return std::string(info.param.kind == IoEngineKind::kUring ? "Uring" : "Threads") +
          (info.param.direct ? "Direct" : "Buffered");
 }
@@ -153,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(Engines, IoEngineTest,
                          testing::Values(EngineCase{IoEngineKind::kUring, true}, EngineCase{IoEngineKind::kUring, false},
                                          EngineCase{IoEngineKind::kThreads, true},
                                          EngineCase{IoEngineKind::kThreads, false}),
-                         case_name);
+                         engine_case_name);
 
 TEST(IoEngineSelection, OptionsAndTheEnvironmentVariable) {
   IoEngineOptions bad;

@@ -47,17 +47,17 @@ std::shared_ptr<Controller> controller(const std::string& level, uint64_t seed =
 
 using test::LayerCase;
 
-std::vector<LayerCase> all_cases() { return test::all_layer_cases(); }
+std::vector<LayerCase> layer_cases() { return test::all_layer_cases(); }
 
 class LayerTest : public ::testing::TestWithParam<size_t> {
  protected:
   // Same inputs whatever ran before in this process (ctest runs each test
   // alone, a plain run shares one generator).
   void SetUp() override { at::manual_seed(1234); }
-  LayerCase c = all_cases()[GetParam()];
+  LayerCase c = layer_cases()[GetParam()];
 };
 
-std::string case_name(const ::testing::TestParamInfo<size_t>& info) { return all_cases()[info.param].name; }
+std::string layer_case_name(const ::testing::TestParamInfo<size_t>& info) { return layer_cases()[info.param].name; }
 
 }  // namespace
 
@@ -138,7 +138,7 @@ TEST_P(LayerTest, PiecewiseMatchesTheWholeBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllLayers, LayerTest, ::testing::Range<size_t>(0, all_cases().size()), case_name);
+INSTANTIATE_TEST_SUITE_P(AllLayers, LayerTest, ::testing::Range<size_t>(0, layer_cases().size()), layer_case_name);
 
 TEST(Layers, ParametersAreSharedWithTheWrappedModule) {
   auto conv = std::make_shared<torch::nn::Conv2dImpl>(torch::nn::Conv2dOptions(3, 4, 3));

@@ -6,17 +6,18 @@
 
 #include <torch/torch.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "test_paths.h"  // generated: where the test programs and fixtures are
 #include "actkit/app/process.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/pipeline/boundary_codec.h"
 #include "actkit/pipeline/schedule.h"
 #include "actkit/pipeline/stage_split.h"
@@ -202,8 +203,8 @@ std::string run_pipeline(int stages, const std::string& schedule, const std::str
                          bool should_succeed = true, const Env& env = {}, const std::string& tag = "") {
   const std::string out = ::testing::TempDir() + "actkit_pipeline_" + std::to_string(::getpid()) + "_" +
                           std::to_string(stages) + schedule + codec + level + (init.empty() ? "" : "_init") + tag;
-  std::filesystem::remove_all(out);
-  std::filesystem::create_directories(out);
+  files::remove_all(out);
+  files::create_directories(out);
   const int port = free_local_port();
   std::vector<app::ProcessSpec> specs;
   for (int r = 0; r < stages; ++r) {
@@ -243,7 +244,7 @@ void expect_every_rank_says(const std::string& out, int ranks, const std::vector
       EXPECT_NE(errors[size_t(r)].find(part), std::string::npos) << "rank " << r << " said: " << errors[size_t(r)];
     }
   }
-  std::filesystem::remove_all(out);
+  files::remove_all(out);
 }
 
 // The same training in one process: the whole model, the same micro-batches,
@@ -275,10 +276,11 @@ std::shared_ptr<ZooModel> train_reference(int steps, std::vector<double>& losses
 
 std::map<std::string, at::Tensor> saved_parameters(const std::string& dir) {
   std::map<std::string, at::Tensor> all;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+  for (const std::string& name : files::list_directory(dir)) {
     // The stages' parameters (the optimizer-stage files hold optimizer state).
-    if (e.path().extension() != ".pt" || e.path().filename().string().rfind("stage", 0) != 0) continue;
-    for (const auto& item : read_state_dict(e.path().string())) all[item.key()] = item.value();
+    const bool pt = name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0;
+    if (!pt || name.rfind("stage", 0) != 0) continue;
+    for (const auto& item : read_state_dict(dir + "/" + name)) all[item.key()] = item.value();
   }
   return all;
 }
@@ -309,7 +311,7 @@ TEST(Pipeline, Fp32StagesEndWhereOneProcessEnds) {
         in >> loss;
         EXPECT_NEAR(loss, reference_losses[size_t(s)], 1e-4) << "step " << s;
       }
-      std::filesystem::remove_all(out);
+      files::remove_all(out);
     }
   }
 }
@@ -326,10 +328,10 @@ TEST(Pipeline, CheckpointsReloadUnderAnotherSplit) {
     EXPECT_TRUE(at::equal(after.at(name), t)) << name;
   }
   // A directory that mixes two runs' stage files is refused, not merged.
-  std::filesystem::copy_file(two + "/stage0of2.pt", four + "/stage0of2.pt");
-  std::filesystem::remove_all(run_pipeline(2, "gpipe", "fp32", 0, 0, 0, "L0", four, false));
-  std::filesystem::remove_all(two);
-  std::filesystem::remove_all(four);
+  files::copy_file(two + "/stage0of2.pt", four + "/stage0of2.pt");
+  files::remove_all(run_pipeline(2, "gpipe", "fp32", 0, 0, 0, "L0", four, false));
+  files::remove_all(two);
+  files::remove_all(four);
 }
 
 TEST(Pipeline, CompressedActivationsInsideStagesToo) {
@@ -344,7 +346,7 @@ TEST(Pipeline, CompressedActivationsInsideStagesToo) {
     in >> loss;
     EXPECT_NEAR(loss, reference_losses[size_t(s)], 0.05) << "step " << s;
   }
-  std::filesystem::remove_all(out);
+  files::remove_all(out);
 }
 
 TEST(Pipeline, CompressedBoundariesTrainCloseToFp32) {
@@ -367,7 +369,7 @@ TEST(Pipeline, CompressedBoundariesTrainCloseToFp32) {
     const auto first = read_state_dict(out + "/stage0of2.pt"), last = read_state_dict(out + "/stage1of2.pt");
     ASSERT_TRUE(first.contains("wte.weight") && last.contains("wte.weight"));
     EXPECT_TRUE(at::equal(first["wte.weight"], last["wte.weight"]));
-    std::filesystem::remove_all(out);
+    files::remove_all(out);
   }
 }
 
@@ -394,16 +396,16 @@ TEST(PipelineAqsgd, BothSidesKeepTheSameBuffersAndTrainCloseToFp32) {
       const auto expected = read_losses(fp32), got = read_losses(out);
       ASSERT_EQ(got.size(), size_t(steps));
       for (int s = 0; s < steps; ++s) EXPECT_NEAR(got[size_t(s)], expected[size_t(s)], 0.05) << "step " << s;
-      std::filesystem::remove_all(out);
+      files::remove_all(out);
     }
-    std::filesystem::remove_all(fp32);
+    files::remove_all(fp32);
   }
 }
 
 TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
   const int steps = 6;
   const std::string tmp = ::testing::TempDir() + "actkit_aqsgd_" + std::to_string(::getpid());
-  std::filesystem::remove_all(tmp);
+  files::remove_all(tmp);
   const std::string ckpt = tmp + "/ckpt";
   // Uninterrupted.
   const std::string whole = run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true,
@@ -412,7 +414,7 @@ TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
   // checkpoint), then killed.
   const Env crashed{{"PEER_BUFFER_MEMORY", "0"}, {"PEER_BUFFERS", ckpt + "/buffers"},
                     {"PEER_SAVE_AT", "3:" + ckpt}, {"PEER_CRASH", "1"}};
-  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, 5, "L0", "", true, crashed, "_crash"));
+  files::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, 5, "L0", "", true, crashed, "_crash"));
   // Resumed from the checkpoint to the end.
   const Env resumed{{"PEER_BUFFER_MEMORY", "0"}, {"PEER_BUFFERS", ckpt + "/buffers"}, {"PEER_RESUME", ckpt}};
   const std::string rest = run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true, resumed, "_resumed");
@@ -433,9 +435,9 @@ TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
                           "holds the buffers of step 6, the checkpoint being resumed is of step 3"});
   // A truncated store is refused too (as torn, or as holding no checkpoint,
   // whichever the cut reaches first); every rank names the store.
-  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true, crashed, "_crash2"));
+  files::remove_all(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true, crashed, "_crash2"));
   const std::string store = ckpt + "/buffers/boundary0to1-receiver.store";
-  std::filesystem::resize_file(store, std::filesystem::file_size(store) / 3);
+  files::resize_file(store, files::file_size(store) / 3);
   expect_every_rank_says(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_torn"), 2,
                          {"boundary 0->1, resuming at step 3", "boundary0to1-receiver.store"});
   // Two whole stores of the same step and examples that hold different
@@ -444,14 +446,13 @@ TEST(PipelineAqsgd, ARestartedRunContinuesBitIdentically) {
   // sides' digests disagree.
   const Env crashed3{{"PEER_BUFFER_MEMORY", "0"}, {"PEER_BUFFERS", tmp + "/ckpt3/buffers"},
                      {"PEER_SAVE_AT", "3:" + tmp + "/ckpt3"}, {"PEER_CRASH", "1"}};
-  std::filesystem::remove_all(run_pipeline(2, "1f1b", "aqsgd", 3, 8, 3, "L0", "", true, crashed3, "_crash3"));
-  std::filesystem::copy_file(tmp + "/ckpt3/buffers/boundary0to1-receiver.store", store,
-                             std::filesystem::copy_options::overwrite_existing);
+  files::remove_all(run_pipeline(2, "1f1b", "aqsgd", 3, 8, 3, "L0", "", true, crashed3, "_crash3"));
+  files::copy_file(tmp + "/ckpt3/buffers/boundary0to1-receiver.store", store);
   expect_every_rank_says(run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", false, resumed, "_mixed"), 2,
                          {"the two sides' aqsgd buffers disagree", "step 3, 16 examples, digest"});
-  std::filesystem::remove_all(whole);
-  std::filesystem::remove_all(rest);
-  std::filesystem::remove_all(tmp);
+  files::remove_all(whole);
+  files::remove_all(rest);
+  files::remove_all(tmp);
 }
 
 TEST(Pipeline, AnL3RunResumesBitIdentically) {
@@ -460,11 +461,11 @@ TEST(Pipeline, AnL3RunResumesBitIdentically) {
   // carries both, so a resumed run compresses as the uninterrupted one.
   const int steps = 5;
   const std::string tmp = ::testing::TempDir() + "actkit_l3_resume_" + std::to_string(::getpid());
-  std::filesystem::remove_all(tmp);
+  files::remove_all(tmp);
   const std::string ckpt = tmp + "/ckpt";
   const std::string whole = run_pipeline(2, "1f1b", "fp32", 0, 0, steps, "L3", "", true, {}, "_whole");
   const Env crashed{{"PEER_SAVE_AT", "2:" + ckpt}, {"PEER_CRASH", "1"}};
-  std::filesystem::remove_all(run_pipeline(2, "1f1b", "fp32", 0, 0, 4, "L3", "", true, crashed, "_crash"));
+  files::remove_all(run_pipeline(2, "1f1b", "fp32", 0, 0, 4, "L3", "", true, crashed, "_crash"));
   const std::string rest =
       run_pipeline(2, "1f1b", "fp32", 0, 0, steps, "L3", "", true, {{"PEER_RESUME", ckpt}}, "_resumed");
   const auto a = saved_parameters(whole), b = saved_parameters(rest);
@@ -476,11 +477,11 @@ TEST(Pipeline, AnL3RunResumesBitIdentically) {
   for (int s = 2; s < steps; ++s) EXPECT_EQ(la[size_t(s)], lb[size_t(s - 2)]) << "step " << s;
   // The checkpoint of an L3 run does not resume at another level: the
   // settings differ, and every rank says so.
-  std::filesystem::remove_all(
+  files::remove_all(
       run_pipeline(2, "1f1b", "fp32", 0, 0, steps, "L2", "", false, {{"PEER_RESUME", ckpt}}, "_other"));
-  std::filesystem::remove_all(whole);
-  std::filesystem::remove_all(rest);
-  std::filesystem::remove_all(tmp);
+  files::remove_all(whole);
+  files::remove_all(rest);
+  files::remove_all(tmp);
 }
 
 
@@ -489,10 +490,10 @@ TEST(Pipeline, AnL3RunResumesBitIdentically) {
 // Runs STAGES × REPLICAS ranks of actkit_pipeline_dp_peer; returns OUT.
 std::string run_replicated(int stages, int replicas, int micro, const std::string& optimizer, int warmup, int steps,
                            std::vector<app::ProcessResult>* results_out = nullptr, int timeout_s = 60) {
-  const std::string out = c10::str(std::filesystem::temp_directory_path().string(), "/actkit-pipeline-dp-", getpid(),
+  const std::string out = c10::str(files::temp_directory(), "/actkit-pipeline-dp-", getpid(),
                                    "-", stages, "x", replicas, "-", optimizer);
-  std::filesystem::remove_all(out);
-  std::filesystem::create_directories(out);
+  files::remove_all(out);
+  files::create_directories(out);
   const auto results = run_ranks(ACTKIT_PIPELINE_DP_PEER, stages * replicas,
                                  {std::to_string(stages), std::to_string(replicas), std::to_string(micro), optimizer,
                                   std::to_string(warmup), std::to_string(steps), out},
@@ -550,8 +551,8 @@ TEST(PipelineDataParallel, TwoReplicasEndWhereOnePipelineOfTheirMicroBatchesEnds
       EXPECT_LT(mean_diff, 1e-5) << "stage " << stage << " " << name;
     }
   }
-  std::filesystem::remove_all(ref);
-  std::filesystem::remove_all(dp);
+  files::remove_all(ref);
+  files::remove_all(dp);
 }
 
 // With 1-bit Adam across the replicas, the replicas still hold the same
@@ -576,7 +577,7 @@ TEST(PipelineDataParallel, OneBitReplicasAndTiedCopiesStayEqual) {
       EXPECT_TRUE(at::equal(value, second.at(name))) << "stage " << stage << " " << name;
     }
   }
-  std::filesystem::remove_all(dp);
+  files::remove_all(dp);
 }
 
 // A rank that dies (rank 3: stage 1 of replica 1) makes every other rank
@@ -596,7 +597,7 @@ TEST(PipelineDataParallel, ADeadRankIsNamedByItsNeighbours) {
   EXPECT_EQ(results[1].exit_status, 3) << "its replica partner did not name rank 3";
   EXPECT_EQ(results[2].exit_status, 3) << "its pipeline neighbour did not name rank 3";
   EXPECT_LT(seconds, 40);
-  std::filesystem::remove_all(out);
+  files::remove_all(out);
 }
 
 }  // namespace

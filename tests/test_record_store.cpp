@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -21,6 +20,7 @@
 #include <set>
 #include <utility>
 
+#include "test_paths.h"  // generated: where the test programs and fixtures are
 #include "actkit/core/errors.h"
 #include "actkit/swap/record_store.h"
 #include "faulty_engine.h"
@@ -128,7 +128,7 @@ TEST_P(RecordStoreTest, DamagedRecordsAreReportedNotReturned) {
     s.put("last", last.data(), last.size());
   }
   // Flip a payload byte of the newest "k" and cut "last" in half.
-  const auto size = std::filesystem::file_size(path());
+  const auto size = files::file_size(path());
   {
     RecordStore probe(path(), engine());
   }
@@ -143,7 +143,7 @@ TEST_P(RecordStoreTest, DamagedRecordsAreReportedNotReturned) {
   const char flipped = char(all[at + 1000] ^ 0x40);
   f.write(&flipped, 1);
   f.close();
-  std::filesystem::resize_file(path(), size - 30000);
+  files::resize_file(path(), size - 30000);
 
   RecordStore s(path(), engine());
   std::map<std::string, const TornRecord*> torn;
@@ -165,7 +165,7 @@ TEST_P(RecordStoreTest, AFullFileSystemLosesNothing) {
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
   ::signal(SIGXFSZ, SIG_IGN);
   struct rlimit low = old;
-  low.rlim_cur = std::filesystem::file_size(path()) + 8192;
+  low.rlim_cur = files::file_size(path()) + 8192;
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &low), 0);
   const auto big = test::store_payload("a", 2, 1 << 20);
   bool threw = false;
@@ -581,7 +581,7 @@ TEST(RecordStoreCrash, KillNineAtRandomPointsWithMixedSizes) {
       ASSERT_TRUE(writer.read(1 + int(rng() % 40), &reported)) << "the writer stopped early";
       if (rng() % 2 == 1) ::usleep(useconds_t(rng() % 2000));
       writer.freeze(&reported);
-      std::filesystem::copy_file(path, image, std::filesystem::copy_options::overwrite_existing);
+      files::copy_file(path, image);
       writer.thaw();
       expect_reported_records(image, reported, max_bytes);
     }

@@ -4,7 +4,6 @@
 
 #include <ATen/ATen.h>
 
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -12,6 +11,7 @@
 
 #include "actkit/app/text_corpus.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 namespace actkit {
 namespace {
@@ -99,7 +99,7 @@ TEST(TextCorpus, LimitAndErrors) {
 }
 
 TEST(TextCorpus, ReadsTheFortunesPackage) {
-  if (!std::filesystem::is_directory(app::kFortunesDir)) GTEST_SKIP() << "Debian's fortunes package is not installed";
+  if (!files::is_directory(app::kFortunesDir)) GTEST_SKIP() << "Debian's fortunes package is not installed";
   const app::TextCorpus c(app::kFortunesDir, 128);
   EXPECT_GT(c.bytes(), 1000000);  // about 2.5 MB of English
   const auto [x, y] = c.examples({c.train_id_at(0, 1)});

@@ -219,7 +219,7 @@ struct Case : test::LayerCase {
 // indices or nothing), with its bound: the layer's own backward over the
 // variances where the gradient is linear in the saved tensor, a derived
 // bound with a second-order bias allowance where it is not.
-std::vector<Case> all_cases() {
+std::vector<Case> gradient_cases() {
   std::vector<Case> cases;
   for (test::LayerCase& layer : test::all_layer_cases()) {
     if (layer.lossless) continue;
@@ -269,10 +269,10 @@ const CompressedMeta& common_meta(const RecordingOffload& rec) {
 class UnbiasedGradientTest : public ::testing::TestWithParam<size_t> {
  protected:
   void SetUp() override { at::manual_seed(1234); }
-  Case c = all_cases()[GetParam()];
+  Case c = gradient_cases()[GetParam()];
 };
 
-std::string case_name(const ::testing::TestParamInfo<size_t>& info) { return all_cases()[info.param].name; }
+std::string gradient_case_name(const ::testing::TestParamInfo<size_t>& info) { return gradient_cases()[info.param].name; }
 
 }  // namespace
 
@@ -305,8 +305,8 @@ TEST_P(UnbiasedGradientTest, MeanOverSeedsApproachesTheFp32Gradient) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(LossyLayers, UnbiasedGradientTest, ::testing::Range<size_t>(0, all_cases().size()),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(LossyLayers, UnbiasedGradientTest, ::testing::Range<size_t>(0, gradient_cases().size()),
+                         gradient_case_name);
 
 // MatMul saves both operands quantized: ga = g b^T and gb = a^T g are each
 // linear in one saved operand, so Var ga = g^2 v_b^T and Var gb = v_a^T g^2.

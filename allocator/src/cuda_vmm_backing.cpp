@@ -1,5 +1,7 @@
 #include "cuda_vmm_backing.h"
 
+#include "cuda_driver.h"
+
 #include <stdexcept>
 #include <string>
 
@@ -11,8 +13,8 @@ namespace {
 std::string driver_error(CUresult r) {
   const char* name = nullptr;
   const char* text = nullptr;
-  cuGetErrorName(r, &name);
-  cuGetErrorString(r, &text);
+  cuda_driver().cuGetErrorName(r, &name);
+  cuda_driver().cuGetErrorString(r, &text);
   return std::string(name != nullptr ? name : "unknown CUDA error") + " (" + (text != nullptr ? text : "?") + ")";
 }
 
@@ -25,10 +27,10 @@ void check(CUresult r, const char* what) {
 // has its own): every call pushes the device's primary context.
 class ContextScope {
  public:
-  explicit ContextScope(CUcontext context) { check(cuCtxPushCurrent(context), "cuCtxPushCurrent"); }
+  explicit ContextScope(CUcontext context) { check(cuda_driver().cuCtxPushCurrent(context), "cuCtxPushCurrent"); }
   ~ContextScope() {
     CUcontext popped = nullptr;
-    cuCtxPopCurrent(&popped);
+    cuda_driver().cuCtxPopCurrent(&popped);
   }
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;
@@ -42,11 +44,11 @@ CudaVmmBacking::CudaVmmBacking(int device, uint64_t bytes, uint64_t granule)
     throw InvalidInput("CUDA virtual memory: the range (" + std::to_string(bytes) +
                        " bytes) must be a non-zero multiple of the granule (" + std::to_string(granule) + ")");
   }
-  check(cuInit(0), "cuInit");
+  check(cuda_driver().cuInit(0), "cuInit");
   CUdevice dev = 0;
-  check(cuDeviceGet(&dev, device), "cuDeviceGet");
+  check(cuda_driver().cuDeviceGet(&dev, device), "cuDeviceGet");
   int supported = 0;
-  check(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev),
+  check(cuda_driver().cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev),
         "cuDeviceGetAttribute");
   if (supported == 0) {
     throw Error("CUDA device " + std::to_string(device) +
@@ -58,18 +60,18 @@ CudaVmmBacking::CudaVmmBacking(int device, uint64_t bytes, uint64_t granule)
   access_.location = prop_.location;
   access_.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   size_t minimum = 0;
-  check(cuMemGetAllocationGranularity(&minimum, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+  check(cuda_driver().cuMemGetAllocationGranularity(&minimum, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
         "cuMemGetAllocationGranularity");
   if (minimum == 0 || granule % minimum != 0) {
     throw Error("CUDA virtual memory: the device maps in units of " + std::to_string(minimum) +
                 " bytes, which do not divide the allocator's granule of " + std::to_string(granule));
   }
-  check(cuDevicePrimaryCtxRetain(&context_, dev), "cuDevicePrimaryCtxRetain");
+  check(cuda_driver().cuDevicePrimaryCtxRetain(&context_, dev), "cuDevicePrimaryCtxRetain");
   try {
     ContextScope scope(context_);
-    check(cuMemAddressReserve(&base_, bytes_, 0, 0, 0), "cuMemAddressReserve");
+    check(cuda_driver().cuMemAddressReserve(&base_, bytes_, 0, 0, 0), "cuMemAddressReserve");
   } catch (...) {
-    cuDevicePrimaryCtxRelease(dev);
+    cuda_driver().cuDevicePrimaryCtxRelease(dev);
     throw;
   }
   handles_.assign(bytes_ / granule_, 0);
@@ -77,13 +79,13 @@ CudaVmmBacking::CudaVmmBacking(int device, uint64_t bytes, uint64_t granule)
 }
 
 CudaVmmBacking::~CudaVmmBacking() {
-  if (cuCtxPushCurrent(context_) != CUDA_SUCCESS) return;  // the driver is gone already
-  cuCtxSynchronize();
+  if (cuda_driver().cuCtxPushCurrent(context_) != CUDA_SUCCESS) return;  // the driver is gone already
+  cuda_driver().cuCtxSynchronize();
   for (uint64_t g = 0; g < mapped_.size(); ++g) unmap_granule(g);
-  cuMemAddressFree(base_, bytes_);
+  cuda_driver().cuMemAddressFree(base_, bytes_);
   CUcontext popped = nullptr;
-  cuCtxPopCurrent(&popped);
-  cuDevicePrimaryCtxRelease(CUdevice(prop_.location.id));
+  cuda_driver().cuCtxPopCurrent(&popped);
+  cuda_driver().cuDevicePrimaryCtxRelease(CUdevice(prop_.location.id));
 }
 
 void CudaVmmBacking::commit(uint64_t offset, uint64_t bytes) {
@@ -98,23 +100,23 @@ void CudaVmmBacking::commit(uint64_t offset, uint64_t bytes) {
       const uint64_t g = first + done;
       if (mapped_[g]) throw std::logic_error("CUDA virtual memory: a granule was committed twice");
       CUmemGenericAllocationHandle handle = 0;
-      const CUresult created = cuMemCreate(&handle, granule_, &prop_, 0);
+      const CUresult created = cuda_driver().cuMemCreate(&handle, granule_, &prop_, 0);
       if (created == CUDA_ERROR_OUT_OF_MEMORY) {
         throw OutOfMemory("CUDA virtual memory: the device has no free memory for another " +
                           std::to_string(granule_) + "-byte granule (" + std::to_string(committed_) +
                           " bytes mapped by this allocator)");
       }
       check(created, "cuMemCreate");
-      const CUresult mapped = cuMemMap(base_ + CUdeviceptr(g * granule_), granule_, 0, handle, 0);
+      const CUresult mapped = cuda_driver().cuMemMap(base_ + CUdeviceptr(g * granule_), granule_, 0, handle, 0);
       if (mapped != CUDA_SUCCESS) {
-        cuMemRelease(handle);
+        cuda_driver().cuMemRelease(handle);
         check(mapped, "cuMemMap");
       }
       handles_[g] = handle;
       mapped_[g] = true;
       committed_ += granule_;
     }
-    check(cuMemSetAccess(base_ + CUdeviceptr(offset), bytes, &access_, 1), "cuMemSetAccess");
+    check(cuda_driver().cuMemSetAccess(base_ + CUdeviceptr(offset), bytes, &access_, 1), "cuMemSetAccess");
   } catch (...) {
     for (uint64_t i = 0; i < done; ++i) unmap_granule(first + i);
     throw;
@@ -122,17 +124,17 @@ void CudaVmmBacking::commit(uint64_t offset, uint64_t bytes) {
 }
 
 void CudaVmmBacking::decommit(uint64_t offset, uint64_t bytes) {
-  if (cuCtxPushCurrent(context_) != CUDA_SUCCESS) return;
-  cuCtxSynchronize();
+  if (cuda_driver().cuCtxPushCurrent(context_) != CUDA_SUCCESS) return;
+  cuda_driver().cuCtxSynchronize();
   for (uint64_t g = offset / granule_; g < (offset + bytes) / granule_ && g < mapped_.size(); ++g) unmap_granule(g);
   CUcontext popped = nullptr;
-  cuCtxPopCurrent(&popped);
+  cuda_driver().cuCtxPopCurrent(&popped);
 }
 
 void CudaVmmBacking::unmap_granule(uint64_t index) noexcept {
   if (!mapped_[index]) return;
-  cuMemUnmap(base_ + CUdeviceptr(index * granule_), granule_);
-  cuMemRelease(handles_[index]);
+  cuda_driver().cuMemUnmap(base_ + CUdeviceptr(index * granule_), granule_);
+  cuda_driver().cuMemRelease(handles_[index]);
   handles_[index] = 0;
   mapped_[index] = false;
   committed_ -= granule_;

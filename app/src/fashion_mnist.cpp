@@ -4,10 +4,10 @@
 #include <c10/util/StringUtil.h>
 #include <zlib.h>
 
-#include <filesystem>
 #include <vector>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 namespace actkit::app {
 namespace {
@@ -17,7 +17,7 @@ constexpr float kMean = 0.2860f;
 constexpr float kStd = 0.3530f;
 
 std::vector<uint8_t> gunzip_file(const std::string& path) {
-  if (!std::filesystem::exists(path)) {
+  if (!files::exists(path)) {
     throw InvalidInput(c10::str("missing ", path, " (install Debian's dataset-fashion-mnist package, or pass ",
                                 "--data-dir)"));
   }
@@ -65,7 +65,7 @@ std::vector<int64_t> idx_dims(const std::vector<uint8_t>& b, uint32_t magic, siz
 
 ImageDataset load_fashion_mnist(const std::string& dir, const std::string& split, int64_t limit) {
   if (split != "train" && split != "t10k") throw InvalidInput("fashion-mnist split must be train or t10k");
-  if (!std::filesystem::is_directory(dir)) {
+  if (!files::is_directory(dir)) {
     throw InvalidInput(c10::str("no Fashion-MNIST directory at ", dir,
                                 " (install Debian's dataset-fashion-mnist package, or pass --data-dir)"));
   }

@@ -11,11 +11,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 #include <thread>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 extern char** environ;
 
@@ -244,11 +244,11 @@ bool program_in_path(const std::string& program) {
   std::stringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
   for (std::string dir; std::getline(dirs, dir, ':');) {
     const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return true;
+    if (::access(candidate.c_str(), X_OK) == 0 && !files::is_directory(candidate)) return true;
   }
   return false;
 }
 
-std::string self_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+std::string self_executable() { return files::read_link("/proc/self/exe"); }
 
 }  // namespace actkit::app

@@ -6,18 +6,19 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <iterator>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 namespace actkit::app {
 namespace {
 
-void append_file(const std::filesystem::path& file, std::vector<uint8_t>& text) {
+void append_file(const std::string& file, std::vector<uint8_t>& text) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(c10::str("text corpus: cannot read ", file.string()), errno);
+  if (!in) throw IoError(c10::str("text corpus: cannot read ", file), errno);
   text.insert(text.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
@@ -25,17 +26,23 @@ void append_file(const std::filesystem::path& file, std::vector<uint8_t>& text) 
 
 TextCorpus::TextCorpus(const std::string& path, int64_t seq_len, int64_t train_limit) : seq_len_(seq_len) {
   if (seq_len < 1) throw InvalidInput(c10::str("text corpus: sequence length must be >= 1, got ", seq_len));
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(path, ec)) {
-      if (e.is_symlink() || !e.is_regular_file() || e.path().extension() == ".dat") continue;
-      files.push_back(e.path());
+  if (files::is_directory(path)) {
+    // The corpus files in name order: regular files, not links, not the
+    // fortunes' .dat indexes.
+    std::vector<std::string> names;
+    try {
+      names = files::list_directory(path);
+    } catch (const IoError&) {
+      // Unreadable: the corpus is empty, and the size check below says so.
     }
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) append_file(f, text_);
-  } else if (fs::is_regular_file(path, ec)) {
+    for (const std::string& name : names) {
+      const std::string file = path + "/" + name;
+      struct stat st;
+      const bool dat = name.size() >= 4 && name.compare(name.size() - 4, 4, ".dat") == 0;
+      if (dat || ::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      append_file(file, text_);
+    }
+  } else if (files::is_regular_file(path)) {
     append_file(path, text_);
   }
   const int64_t examples = text_.size() > size_t(seq_len) ? (int64_t(text_.size()) - 1) / seq_len : 0;

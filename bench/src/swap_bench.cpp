@@ -8,10 +8,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/app/process.h"
 #include "actkit/swap/io_engine.h"
 
@@ -53,7 +53,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 SwapBenchReport run_swap_bench(const SwapBenchConfig& c) {
-  if (c.dir.empty() || !std::filesystem::is_directory(c.dir)) {
+  if (c.dir.empty() || !files::is_directory(c.dir)) {
     throw InvalidInput("bench swap: --dir must be an existing directory, got '" + c.dir + "'");
   }
   if (c.bytes < c.block || c.block % kIoAlignment != 0 || c.repeats < 1) {

@@ -7,7 +7,6 @@
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <condition_variable>
@@ -17,6 +16,8 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+
+#include "process_group.h"
 
 namespace actkit {
 namespace {
@@ -69,10 +70,11 @@ struct Communicator::Impl {
   std::vector<int> members;
   std::string name;
   c10::intrusive_ptr<c10d::Store> store;
-  // The Gloo group itself, not c10d::ProcessGroup: from LibTorch 2.0 on,
-  // ProcessGroupGloo is a c10d::Backend, and both releases give it the same
-  // point-to-point and collective calls.
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  // The backend's group itself (process_group.h), and the device its
+  // tensors live on: the CPU for Gloo, this rank's GPU for NCCL (messages
+  // and collectives are staged through it).
+  c10::intrusive_ptr<detail::CollectiveGroup> group;
+  c10::Device device{c10::kCPU};
   std::vector<std::unique_ptr<LinkPacer>> pacers;  // per peer
   std::map<std::pair<int, int>, std::unique_ptr<Outbound>> outbound;
   std::map<std::pair<int, int>, std::unique_ptr<Inbound>> inbound;
@@ -186,6 +188,10 @@ struct Communicator::Impl {
     return *slot;
   }
 
+  // `t` where the backend wants it: itself on the CPU (Gloo), a copy on
+  // this rank's GPU (NCCL).
+  at::Tensor on_device(const at::Tensor& t) const { return device.is_cpu() ? t : t.to(device); }
+
   void send_loop(Outbound& o, int peer, int channel) {
     std::unique_lock<std::mutex> lock(o.mutex);
     for (;;) {
@@ -198,10 +204,11 @@ struct Communicator::Impl {
       std::string error;
       try {
         std::this_thread::sleep_until(m.deliver_at);  // the emulated link
-        std::vector<at::Tensor> size{at::full({1}, int64_t(m.bytes.size()), at::kLong)};
+        std::vector<at::Tensor> size{on_device(at::full({1}, int64_t(m.bytes.size()), at::kLong))};
         group->send(size, peer, size_tag(channel))->wait(config.timeout);
         if (!m.bytes.empty()) {
-          std::vector<at::Tensor> data{at::from_blob(m.bytes.data(), {int64_t(m.bytes.size())}, at::kByte)};
+          std::vector<at::Tensor> data{
+              on_device(at::from_blob(m.bytes.data(), {int64_t(m.bytes.size())}, at::kByte))};
           group->send(data, peer, bytes_tag(channel))->wait(config.timeout);
         }
       } catch (const std::exception& e) {
@@ -229,16 +236,17 @@ struct Communicator::Impl {
       try {
         // Tensors the c10d Work owns: a receive that outlives this loop (a
         // timeout, then a late message) still writes into live memory.
-        std::vector<at::Tensor> size{at::empty({1}, at::kLong)};
+        std::vector<at::Tensor> size{at::empty({1}, at::TensorOptions(at::kLong).device(device))};
         if (!start_and_wait(in, size, peer, size_tag(channel))) return;  // aborted at teardown
-        const int64_t n = size[0].item<int64_t>();
+        const int64_t n = size[0].cpu().item<int64_t>();
         if (n < 0 || n > limit) {
           error = c10::str("it announced a message of ", n, " bytes where at most ", limit,
                            " were expected (a corrupt stream, or a different program)");
         } else if (n > 0) {
-          std::vector<at::Tensor> data{at::empty({n}, at::kByte)};
+          std::vector<at::Tensor> data{at::empty({n}, at::TensorOptions(at::kByte).device(device))};
           if (!start_and_wait(in, data, peer, bytes_tag(channel))) return;
-          const uint8_t* p = data[0].data_ptr<uint8_t>();
+          const at::Tensor host = data[0].cpu();
+          const uint8_t* p = host.data_ptr<uint8_t>();
           bytes.assign(p, p + n);
         }
       } catch (const std::exception& e) {
@@ -277,20 +285,11 @@ struct Communicator::Impl {
 
 namespace {
 
-c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const GroupConfig& config) {
-  auto gloo = c10d::ProcessGroupGloo::Options::create(config.timeout);
-  // Bind to the interface the user names (as PyTorch does), else to the
-  // address that reaches the master: loopback for a single machine.
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  if (ifname != nullptr && *ifname != '\0') {
-    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  } else if (config.master_addr == "127.0.0.1" || config.master_addr == "localhost") {
-    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  } else {
-    gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  }
-  gloo->threads = 2;  // sends and receives complete on the device thread; collectives are rare here
-  return gloo;
+// The backend's group over `store`, for rank `rank` of `size`.
+detail::BackendGroup make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                const GroupConfig& config) {
+  return config.backend == CommBackend::kNccl ? detail::make_nccl_group(store, rank, size, config)
+                                              : detail::make_gloo_group(store, rank, size, config);
 }
 
 }  // namespace
@@ -301,9 +300,6 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
   config.validate();
   Impl& s = *impl_;
   s.config = config;
-  if (config.backend == "nccl") {
-    throw InvalidInput("backend nccl: this ACTkit was built against a LibTorch without NCCL; use gloo");
-  }
   try {
     c10d::TCPStoreOptions options;
     options.port = uint16_t(config.master_port);
@@ -313,8 +309,12 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
     options.timeout = config.timeout;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
     s.store = c10::make_intrusive<c10d::PrefixStore>("actkit", tcp);
-    s.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", s.store),
-                                                          config.rank, config.world_size, gloo_options(config));
+    detail::BackendGroup g = make_group(c10::make_intrusive<c10d::PrefixStore>(to_string(config.backend), s.store),
+                                        config.rank, config.world_size, config);
+    s.group = g.group;
+    s.device = g.device;
+  } catch (const InvalidInput&) {
+    throw;  // a backend this build or machine lacks: nothing to wait for
   } catch (const std::exception& e) {
     throw CommError(c10::str("rank ", config.rank, ": the group of ", config.world_size, " at ", config.master_addr,
                              ":", config.master_port, " did not form within ",
@@ -349,8 +349,10 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, co
   t.name = s.members.empty() ? name : s.name + "/" + name;
   try {
     t.store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, s.store);
-    t.group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", t.store),
-                                                          index, int(members.size()), gloo_options(s.config));
+    detail::BackendGroup g = make_group(c10::make_intrusive<c10d::PrefixStore>(to_string(s.config.backend), t.store),
+                                        index, int(members.size()), s.config);
+    t.group = g.group;
+    t.device = g.device;
   } catch (const std::exception& e) {
     throw CommError(c10::str(s.me(), ": the group ", name, " of ranks ", c10::Join(",", t.members),
                              " did not form within ", std::chrono::duration<double>(s.config.timeout).count(),
@@ -543,10 +545,12 @@ void Communicator::all_reduce_sum(at::Tensor& t, const std::string& what) {
   const int n = s.config.world_size;
   if (n == 1) return;
   const int64_t wire = 2 * (n - 1) * t.nbytes() / n;
+  at::Tensor staged = s.on_device(t);
   s.collective(what, wire, 2 * (n - 1), [&] {
-    std::vector<at::Tensor> tensors{t};
+    std::vector<at::Tensor> tensors{staged};
     return s.group->allreduce(tensors);
   });
+  if (!staged.is_same(t)) t.copy_(staged);
 }
 
 void Communicator::all_to_all(const at::Tensor& in, at::Tensor& out, const std::string& what) {
@@ -562,11 +566,13 @@ void Communicator::all_to_all(const at::Tensor& in, at::Tensor& out, const std::
     out.copy_(in);
     return;
   }
+  at::Tensor input = s.on_device(in);
+  at::Tensor output = s.device.is_cpu() ? out : at::empty_like(out, at::TensorOptions().device(s.device));
   s.collective(what, (n - 1) * in.numel() / n, 1, [&] {
-    at::Tensor input = in;
     std::vector<int64_t> counts;  // empty: equal splits
-    return s.group->alltoall_base(out, input, counts, counts);
+    return s.group->alltoall_base(output, input, counts, counts);
   });
+  if (!output.is_same(out)) out.copy_(output);
 }
 
 void Communicator::all_gather(const at::Tensor& in, at::Tensor& out, const std::string& what) {
@@ -582,12 +588,14 @@ void Communicator::all_gather(const at::Tensor& in, at::Tensor& out, const std::
     out.copy_(in);
     return;
   }
+  at::Tensor output = s.device.is_cpu() ? out : at::empty_like(out, at::TensorOptions().device(s.device));
   s.collective(what, (n - 1) * in.numel(), n - 1, [&] {
     std::vector<std::vector<at::Tensor>> outputs(1);
-    for (int r = 0; r < n; ++r) outputs[0].push_back(out.narrow(0, r * in.numel(), in.numel()));
-    std::vector<at::Tensor> inputs{in};
+    for (int r = 0; r < n; ++r) outputs[0].push_back(output.narrow(0, r * in.numel(), in.numel()));
+    std::vector<at::Tensor> inputs{s.on_device(in)};
     return s.group->allgather(outputs, inputs);
   });
+  if (!output.is_same(out)) out.copy_(output);
 }
 
 CollectiveStats Communicator::collective_stats() const { return impl_->collective_stats; }

@@ -32,6 +32,23 @@ long env_int(const char* name, long fallback, bool required) {
 
 }  // namespace
 
+const char* to_string(CommBackend backend) { return backend == CommBackend::kNccl ? "nccl" : "gloo"; }
+
+CommBackend parse_comm_backend(const std::string& text) {
+  if (text == "gloo") return CommBackend::kGloo;
+  if (text == "nccl") return CommBackend::kNccl;
+  throw InvalidInput(c10::str("backend '", text, "': expected gloo or nccl"));
+}
+
+bool comm_backend_available(CommBackend backend) {
+#ifdef ACTKIT_WITH_NCCL
+  (void)backend;
+  return true;
+#else
+  return backend == CommBackend::kGloo;
+#endif
+}
+
 void GroupConfig::validate() const {
   if (world_size < 1) throw InvalidInput(c10::str("world size must be >= 1, got ", world_size));
   if (rank < 0 || rank >= world_size) {
@@ -42,8 +59,9 @@ void GroupConfig::validate() const {
   }
   if (master_addr.empty()) throw InvalidInput("master address is empty");
   if (timeout.count() <= 0) throw InvalidInput("the communication timeout must be positive");
-  if (backend != "gloo" && backend != "nccl") {
-    throw InvalidInput(c10::str("backend '", backend, "': expected gloo or nccl"));
+  if (!comm_backend_available(backend)) {
+    throw InvalidInput(c10::str("backend ", to_string(backend), ": this ACTkit was built against a LibTorch without ",
+                                "CUDA or without c10d's NCCL group; use gloo"));
   }
 }
 
@@ -56,6 +74,7 @@ GroupConfig GroupConfig::from_env() {
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') c.master_addr = addr;
   c.master_port = int(env_int("MASTER_PORT", 29500, false));
   c.timeout = std::chrono::seconds(env_int("ACTKIT_COMM_TIMEOUT", 300, false));
+  if (const char* b = std::getenv("ACTKIT_COMM_BACKEND"); b != nullptr && *b != '\0') c.backend = parse_comm_backend(b);
   c.validate();
   return c;
 }

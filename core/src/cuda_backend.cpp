@@ -227,6 +227,9 @@ void set_device_memory_hooks(const DeviceMemoryHooks* hooks) { g_hooks.store(hoo
 namespace {
 int cuda_index(at::Device device) {
   if (!device.is_cuda()) throw InvalidInput(c10::str("device memory statistics: ", device, " is not a CUDA device"));
+  // A CUDA LibTorch on a machine without a GPU (or its driver): say so, as a
+  // build without CUDA does, instead of LibTorch's driver error.
+  if (!cuda_available()) throw InvalidInput(c10::str("device memory of ", device, ": no CUDA device is visible"));
   const int index = device.has_index() ? device.index() : int(c10::cuda::current_device());
   // The caching allocator answers only after CUDA's lazy initialisation,
   // which the first tensor on a CUDA device triggers.

@@ -6,6 +6,8 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
+#include <type_traits>
+
 #include "actkit/core/errors.h"
 #include "actkit/layers/saved_context.h"
 #include "gradient_sink.h"
@@ -96,6 +98,26 @@ struct ResidualAddFunction : torch::autograd::Function<ResidualAddFunction> {
   }
 };
 
+// Frees a node the way LibTorch's shared_ptr-owned graphs need (iteratively,
+// so a deep graph cannot overflow the stack). Called unqualified on a
+// dependent type, so only LibTorch releases that have deleteNode compile it.
+template <class N>
+void delete_node(N* node) {
+  deleteNode(node);
+}
+
+// A new BranchPointBackward owned as this LibTorch owns graph nodes: by
+// c10::intrusive_ptr from LibTorch 2.15 on (Node is an intrusive_ptr_target;
+// deleteNode is gone), by std::shared_ptr with deleteNode before.
+template <class N = torch::autograd::Node>
+auto new_branch_node(torch::autograd::edge_list&& next) {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, N>) {
+    return c10::make_intrusive<BranchPointBackward>(std::move(next));
+  } else {
+    return std::shared_ptr<BranchPointBackward>(new BranchPointBackward(std::move(next)), &delete_node<N>);
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -112,8 +134,7 @@ std::vector<at::Tensor> branch_point(const at::Tensor& x, int64_t count) {
   if (!x.defined()) throw InvalidInput("branch_point: the tensor is undefined");
   if (count < 1) throw InvalidInput(c10::str("branch_point: count must be >= 1, got ", count));
   if (!x.requires_grad() || !at::GradMode::is_enabled()) return std::vector<at::Tensor>(size_t(count), x);
-  std::shared_ptr<BranchPointBackward> node(new BranchPointBackward(torch::autograd::collect_next_edges(x)),
-                                            torch::autograd::deleteNode);
+  const auto node = new_branch_node(torch::autograd::collect_next_edges(x));
   std::vector<at::Tensor> aliases;
   aliases.reserve(size_t(count));
   for (int64_t i = 0; i < count; ++i) {

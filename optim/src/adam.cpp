@@ -12,7 +12,7 @@
 namespace actkit::optim {
 namespace {
 
-const AdamOptions& options_of(const torch::optim::OptimizerOptions* o) {
+const AdamOptions& adam_options_of(const torch::optim::OptimizerOptions* o) {
   return static_cast<const AdamOptions&>(*o);
 }
 
@@ -34,7 +34,7 @@ Adam::Adam(std::vector<torch::optim::OptimizerParamGroup> groups, AdamOptions de
 }
 
 void Adam::warmup_update(Param& p, const torch::Tensor& gradient) {
-  const AdamOptions& o = options_of(p.options);
+  const AdamOptions& o = adam_options_of(p.options);
   State& s = *p.state;
   if (!s.exp_avg.defined()) {
     s.exp_avg = torch::zeros_like(p.tensor, at::MemoryFormat::Preserve);
@@ -57,14 +57,14 @@ void Adam::freeze(std::vector<Param>& /*params*/) {
 }
 
 void Adam::local_momentum(Param& p, const torch::Tensor& gradient, torch::Tensor m) {
-  const AdamOptions& o = options_of(p.options);
+  const AdamOptions& o = adam_options_of(p.options);
   torch::Tensor grad = gradient;
   if (o.weight_decay() != 0) grad = grad.add(p.tensor, o.weight_decay());
   m.copy_(p.state->exp_avg).mul_(o.beta1()).add_(grad, 1 - o.beta1());
 }
 
 void Adam::compressed_update(Param& p, const torch::Tensor& m) {
-  const AdamOptions& o = options_of(p.options);
+  const AdamOptions& o = adam_options_of(p.options);
   State& s = *p.state;
   s.step += 1;
   s.exp_avg.copy_(m);

@@ -11,7 +11,7 @@
 namespace actkit::optim {
 namespace {
 
-const LambOptions& options_of(const torch::optim::OptimizerOptions* o) { return static_cast<const LambOptions&>(*o); }
+const LambOptions& lamb_options_of(const torch::optim::OptimizerOptions* o) { return static_cast<const LambOptions&>(*o); }
 
 void check(const LambOptions& o) {
   if (!(o.lr() >= 0) || !(o.beta1() >= 0 && o.beta1() < 1) || !(o.beta2() >= 0 && o.beta2() < 1) ||
@@ -52,7 +52,7 @@ std::vector<double> Lamb::coefficients() const {
 }
 
 void Lamb::warmup_update(Param& p, const torch::Tensor& grad) {
-  const LambOptions& o = options_of(p.options);
+  const LambOptions& o = lamb_options_of(p.options);
   State& s = *p.state;
   if (!s.exp_avg.defined()) {
     s.exp_avg = torch::zeros_like(p.tensor, at::MemoryFormat::Preserve);
@@ -90,12 +90,12 @@ void Lamb::freeze(std::vector<Param>& params) {
 }
 
 void Lamb::local_momentum(Param& p, const torch::Tensor& grad, torch::Tensor m) {
-  const LambOptions& o = options_of(p.options);
+  const LambOptions& o = lamb_options_of(p.options);
   m.copy_(p.state->exp_avg).mul_(o.beta1()).add_(grad, 1 - o.beta1()).mul_(p.state->momentum_scale);
 }
 
 void Lamb::compressed_update(Param& p, const torch::Tensor& scaled) {
-  const LambOptions& o = options_of(p.options);
+  const LambOptions& o = lamb_options_of(p.options);
   State& s = *p.state;
   s.step += 1;
   const torch::Tensor m = scaled / s.momentum_scale;

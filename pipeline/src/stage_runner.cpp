@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -21,6 +20,7 @@
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/core/raw_codec.h"
 
 namespace actkit::pipeline {
@@ -57,17 +57,16 @@ std::vector<double> doubles_of(const std::vector<uint8_t>& bytes, const std::str
 // K are refused, not mixed in).
 std::map<std::string, at::Tensor> read_checkpoint(const std::string& path) {
   std::map<std::string, at::Tensor> tensors;
-  std::vector<std::string> files;
-  if (std::filesystem::is_directory(path)) {
+  std::vector<std::string> stage_files;
+  if (files::is_directory(path)) {
     std::map<int, std::set<int>> runs;  // K -> the stages present
-    for (const auto& e : std::filesystem::directory_iterator(path)) {
+    for (const std::string& name : files::list_directory(path)) {
       int s = -1, k = -1;
       char tail = 0;
-      const std::string name = e.path().filename().string();
       if (std::sscanf(name.c_str(), "stage%dof%d.p%c", &s, &k, &tail) == 3 && tail == 't' &&
           name == c10::str("stage", s, "of", k, ".pt") && s >= 0 && s < k) {
         runs[k].insert(s);
-        files.push_back(e.path().string());
+        stage_files.push_back(path + "/" + name);
       }
     }
     if (runs.empty()) throw FormatError(c10::str("checkpoint ", path, ": no stage<s>of<K>.pt files in the directory"));
@@ -79,11 +78,11 @@ std::map<std::string, at::Tensor> read_checkpoint(const std::string& path) {
     if (int(present.size()) != k) {
       throw FormatError(c10::str("checkpoint ", path, ": ", present.size(), " of the ", k, " stage files are there"));
     }
-    std::sort(files.begin(), files.end());
+    std::sort(stage_files.begin(), stage_files.end());
   } else {
-    files.push_back(path);
+    stage_files.push_back(path);
   }
-  for (const auto& f : files) {
+  for (const auto& f : stage_files) {
     for (const auto& item : read_state_dict(f)) tensors[item.key()] = item.value();
   }
   return tensors;
@@ -294,7 +293,7 @@ std::string StageRunner::store_name(int from, int to, const char* side) const {
 
 void StageRunner::load_optimizer(const std::string& dir) {
   const std::string file = optimizer_file(dir);
-  if (!std::filesystem::exists(file)) {
+  if (!files::exists(file)) {
     throw FormatError(c10::str("resume: ", file, " is missing: resume from a directory that a run of ", config_.stages,
                                " stages and ", config_.replicas, " replicas saved"));
   }
@@ -330,7 +329,7 @@ void StageRunner::load_optimizer(const std::string& dir) {
         c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));
   }
   const std::string weights = c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt");
-  if (!std::filesystem::exists(weights) || int64_t(file_crc(weights)) != saved_crc) {
+  if (!files::exists(weights) || int64_t(file_crc(weights)) != saved_crc) {
     throw FormatError(c10::str("resume: ", weights, " is not the parameter file saved with ", file,
                                " (missing, or from another save)"));
   }
@@ -640,7 +639,7 @@ void StageRunner::save(const std::string& dir, int64_t steps) {
   //
   // Replicas hold the same parameters: each writes them to find the
   // checksum its optimizer file records, and replica 0's copy is kept.
-  std::filesystem::create_directories(dir);
+  files::create_directories(dir);
   const std::string weights = c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt");
   const std::string weights_tmp = c10::str(weights, ".tmp", replication_.index);
   const std::string optim = optimizer_file(dir);
@@ -664,11 +663,11 @@ void StageRunner::save(const std::string& dir, int64_t steps) {
   archive.save_to(optim + ".tmp");
   if (config_.forward_codec.kind == BoundaryCodec::kAqsgd) save_buffers(steps);
   if (replication_.index == 0) {
-    std::filesystem::rename(weights_tmp, weights);
+    files::rename(weights_tmp, weights);
   } else {
-    std::filesystem::remove(weights_tmp);
+    files::remove(weights_tmp);
   }
-  std::filesystem::rename(optim + ".tmp", optim);
+  files::rename(optim + ".tmp", optim);
 }
 
 void StageRunner::save_buffers(int64_t steps) {

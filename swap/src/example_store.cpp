@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 namespace actkit {
 namespace {
@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kValueMagic = 0x42535141;  // "AQSB"
 constexpr uint32_t kStateMagic = 0x53535141;  // "AQSS"
-constexpr uint32_t kVersion = 2;  // 2: values checked by content_checksum(), not CRC-32C
+constexpr uint32_t kExampleStoreVersion = 2;  // 2: values checked by content_checksum(), not CRC-32C
 constexpr size_t kValueHeader = 24;   // magic, version, id, generation
 constexpr size_t kStateHeader = 40;   // magic, version, step, generation, count, digest
 constexpr size_t kStateEntry = 32;    // id, generation, len, crc, slot, 7 bytes of padding
@@ -68,7 +68,7 @@ ExampleStore::ExampleStore(ExampleStoreOptions options, int64_t step) : options_
   }
   const std::vector<uint8_t> s = store_->get(kStateKey);
   if (s.size() < kStateHeader || get_le<uint32_t>(s.data()) != kStateMagic ||
-      get_le<uint32_t>(s.data() + 4) != kVersion) {
+      get_le<uint32_t>(s.data() + 4) != kExampleStoreVersion) {
     throw FormatError(c10::str("buffer store ", file, ": its checkpoint record is not one this version writes"));
   }
   const int64_t saved_step = get_le<int64_t>(s.data() + 8);
@@ -113,13 +113,22 @@ void ExampleStore::open_file(bool fresh) {
   if (options_.memory_budget < -1) {
     throw InvalidInput(c10::str("buffer store: memory budget ", options_.memory_budget, " (use -1 for no limit)"));
   }
-  std::error_code ec;
-  const std::filesystem::path p(options_.path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  const std::string& p = options_.path;
+  const std::string parent = files::parent_path(p);
+  if (!parent.empty()) {
+    try {
+      files::create_directories(parent);
+    } catch (const IoError&) {
+      // The store's own open names the folder's failure with the file.
+    }
+  }
   if (fresh) {
-    std::filesystem::remove(p, ec);
-    if (ec) throw IoError(c10::str("buffer store ", options_.path, ": cannot replace it: ", ec.message()), ec.value());
-  } else if (!std::filesystem::exists(p)) {
+    try {
+      files::remove(p);
+    } catch (const IoError& e) {
+      throw IoError(c10::str("buffer store ", p, ": cannot replace it: ", e.what()), e.error_number());
+    }
+  } else if (!files::exists(p)) {
     throw FormatError(c10::str("buffer store ", options_.path, " does not exist"));
   }
   std::shared_ptr<IoEngine> io = options_.io ? options_.io : std::shared_ptr<IoEngine>(make_io_engine(options_.engine));
@@ -196,7 +205,7 @@ std::vector<uint8_t> ExampleStore::unwrap_locked(int64_t id, const Entry& e, std
   const uint8_t* h = image.data();
   const char* what = nullptr;
   if (image.size() != kValueHeader + e.len || get_le<uint32_t>(h) != kValueMagic ||
-      get_le<uint32_t>(h + 4) != kVersion || get_le<int64_t>(h + 8) != id) {
+      get_le<uint32_t>(h + 4) != kExampleStoreVersion || get_le<int64_t>(h + 8) != id) {
     what = "is not this example's value";
   } else if (get_le<uint64_t>(h + 16) != e.file_generation) {
     what = "is from another checkpoint generation";
@@ -264,7 +273,7 @@ void ExampleStore::write_back_locked(int64_t id, Entry& e) {
   const int slot = e.checkpoint_slot == 0 ? 1 : 0;
   std::vector<uint8_t> image(kValueHeader + e.len);
   put_le<uint32_t>(image, 0, kValueMagic);
-  put_le<uint32_t>(image, 4, kVersion);
+  put_le<uint32_t>(image, 4, kExampleStoreVersion);
   put_le<int64_t>(image, 8, id);
   put_le<uint64_t>(image, 16, generation_);
   if (e.len > 0) std::memcpy(image.data() + kValueHeader, e.memory->data(), e.len);
@@ -351,7 +360,7 @@ ExampleStoreCheckpoint ExampleStore::checkpoint(int64_t step) {
   std::sort(ids.begin(), ids.end());
   std::vector<uint8_t> s(kStateHeader + ids.size() * kStateEntry, 0);
   put_le<uint32_t>(s, 0, kStateMagic);
-  put_le<uint32_t>(s, 4, kVersion);
+  put_le<uint32_t>(s, 4, kExampleStoreVersion);
   put_le<int64_t>(s, 8, step);
   put_le<uint64_t>(s, 16, generation_);
   put_le<uint64_t>(s, 24, uint64_t(ids.size()));

@@ -7,10 +7,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 namespace actkit {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 std::string spill_directory(const std::string& configured) {
   if (!configured.empty()) return configured;
   if (const char* env = std::getenv("ACTKIT_SWAP_DIR"); env != nullptr && *env != '\0') return env;
-  return std::filesystem::temp_directory_path().string();
+  return files::temp_directory();
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace actkit {
 namespace {
 
 constexpr uint64_t kMagic = 0x44524f4345524b41ull;  // "AKRECORD", little-endian
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kRecordStoreVersion = 1;
 constexpr uint16_t kTombstone = 1;
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kMaxKey = 4000;         // a tombstone (header + key) fits one 4 KiB block
@@ -47,7 +47,7 @@ uint64_t extent_for(uint64_t key_len, uint64_t payload_len) {
 // header torn mid-write).
 bool parse_header(const uint8_t* p, RecordHeader* h) {
   std::memcpy(h, p, sizeof(*h));
-  if (h->magic != kMagic || h->version != kVersion) return false;
+  if (h->magic != kMagic || h->version != kRecordStoreVersion) return false;
   if (crc32c(p, kHeaderCrcSpan) != h->header_crc) return false;
   if (h->key_len == 0 || h->key_len > kMaxKey) return false;
   return h->payload_len <= (uint64_t(1) << 48);
@@ -297,7 +297,7 @@ IoTicket RecordStore::issue_write_locked(const std::string& key, const void* dat
   std::memset(p + kHeaderBytes + key.size() + len, 0, length - kHeaderBytes - key.size() - len);
   RecordHeader h{};
   h.magic = kMagic;
-  h.version = kVersion;
+  h.version = kRecordStoreVersion;
   h.flags = tombstone ? kTombstone : 0;
   h.key_len = uint32_t(key.size());
   h.payload_len = len;

@@ -7,6 +7,20 @@
 
 namespace actkit {
 
+// The c10d process group that carries a group's messages and collectives.
+enum class CommBackend {
+  kGloo,  // CPU tensors over TCP; every LibTorch build that has c10d
+  kNccl,  // CUDA tensors (messages staged through the rank's GPU); a LibTorch with CUDA
+};
+
+// "gloo" / "nccl".
+const char* to_string(CommBackend backend);
+// Parses "gloo" or "nccl"; throws InvalidInput naming the accepted values.
+CommBackend parse_comm_backend(const std::string& text);
+// Whether this build of ACTkit can form a group on `backend` (NCCL needs a
+// LibTorch with CUDA and c10d's NCCL group).
+bool comm_backend_available(CommBackend backend);
+
 struct GroupConfig {
   int rank = 0;
   int world_size = 1;
@@ -17,15 +31,15 @@ struct GroupConfig {
   // 300 s: longer than any training step the CLI runs, short enough that a
   // dead machine does not hold the others for long.
   std::chrono::milliseconds timeout{300000};
-  // "gloo" (CPU tensors; the only backend Debian's LibTorch has) or "nccl".
-  std::string backend = "gloo";
+  CommBackend backend = CommBackend::kGloo;
 
   // Throws InvalidInput naming the field that is out of range.
   void validate() const;
 
   // Reads RANK, WORLD_SIZE, MASTER_ADDR (default 127.0.0.1), MASTER_PORT
-  // (default 29500) and ACTKIT_COMM_TIMEOUT (seconds, default 300).
-  // Throws InvalidInput if RANK or WORLD_SIZE is missing or malformed.
+  // (default 29500), ACTKIT_COMM_TIMEOUT (seconds, default 300) and
+  // ACTKIT_COMM_BACKEND (gloo or nccl, default gloo). Throws InvalidInput
+  // if RANK or WORLD_SIZE is missing or any of them is malformed.
   static GroupConfig from_env();
   // Whether RANK and WORLD_SIZE are both set (the process was launched as
   // one rank of a group).

@@ -1,0 +1,63 @@
+// File-system operations on paths, over POSIX calls.
+//
+// Why not std::filesystem: PyTorch's wheels (LibTorch 2.x) export their own
+// statically linked copy of libstdc++'s std::filesystem from
+// libtorch_cpu.so, and the dynamic linker binds every program's (and even
+// libstdc++'s own) std::filesystem calls to that copy, since libtorch_cpu.so
+// is loaded before libstdc++.so. Code compiled with another g++ then runs
+// against an implementation its inline parts were not compiled for
+// (pytorch/pytorch#133437). ACTkit calls none of it: these functions use
+// only the C library, so they mean the same under every LibTorch. The
+// build checks that no ACTkit binary references std::filesystem
+// (scripts/check-layering.sh, scripts/test.sh).
+//
+// Errors: functions that throw throw IoError naming the path and the
+// system error; none follows a symbolic link it is asked to remove.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace actkit::files {
+
+// Whether `path` exists (following links), is a directory, is a regular file.
+bool exists(const std::string& path);
+bool is_directory(const std::string& path);
+bool is_regular_file(const std::string& path);
+
+// Creates `path` and any missing parents (mode 0777 less the umask). An
+// existing directory is fine; an existing non-directory throws.
+void create_directories(const std::string& path);
+
+// Removes `path`: a file, a link (not its target) or a directory with
+// everything in it. A missing path is fine. Returns false and leaves the
+// system error's text in *error (when given) if anything could not be
+// removed; never throws (destructors call it).
+bool remove_all(const std::string& path, std::string* error = nullptr) noexcept;
+
+// Removes one file or empty directory. Returns false if it did not exist;
+// throws for any other failure.
+bool remove(const std::string& path);
+
+// Renames `from` to `to` (atomically replacing `to`, on one file system).
+void rename(const std::string& from, const std::string& to);
+
+// The names in directory `path` (not "." or ".."), sorted.
+std::vector<std::string> list_directory(const std::string& path);
+
+// Size in bytes of the file at `path`.
+uint64_t file_size(const std::string& path);
+// Truncates or extends the file at `path` to `bytes`.
+void resize_file(const std::string& path, uint64_t bytes);
+// Copies the file `from` to `to`, replacing `to`.
+void copy_file(const std::string& from, const std::string& to);
+
+// $TMPDIR when set and non-empty, else /tmp.
+std::string temp_directory();
+// `path` without its last component ("a/b" -> "a", "/a" -> "/", "a" -> "").
+std::string parent_path(const std::string& path);
+// The target of the symbolic link `path`.
+std::string read_link(const std::string& path);
+
+}  // namespace actkit::files
