@@ -10,10 +10,9 @@
 #                                     configures against the wheel's LibTorch,
 #                                     builds, then runs the steps named (all
 #                                     when none is): cuda-tests cuda-alloc
-#                                     codec host l4 memory maxbatch
+#                                     nccl codec host l4 memory maxbatch
 #                                     maxbatch-l5 swap tests (also: maxbatch152,
-#                                     sanitize, pieces, train, dist-compile,
-#                                     backtraces). Each
+#                                     sanitize, pieces, train, backtraces). Each
 #                                     step has its own time limit, so a slow
 #                                     or failing one cannot hide the others;
 #                                     a table of what passed comes last.
@@ -25,13 +24,10 @@
 #                                     left, so the table always comes back.
 #                                     TESTS_SECONDS caps the `tests` step.
 #                                     comm/, pipeline/ and optim/ (c10d)
-#                                     are left out unless GPU_DISTRIBUTED=ON:
-#                                     the wheels have no Gloo headers, and
-#                                     Debian's (carried) are of another
-#                                     Gloo. The step dist-compile compiles
-#                                     those three alone in a second build
-#                                     folder against them, to see whether
-#                                     they build against this LibTorch.
+#                                     build against the carried Gloo
+#                                     headers (comm/src/process_group.h
+#                                     says why that is safe); set
+#                                     GPU_DISTRIBUTED=OFF to leave them out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -39,7 +35,7 @@ root=$PWD
 debs=(libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libhwloc15 libgtest-dev libgmock-dev
       libbenchmark-dev libbenchmark1debian libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9
       liburing-dev liburing2 dataset-fashion-mnist
-      libgloo-dev)  # headers only: the wheels ship c10d's but not Gloo's (dist-compile)
+      libgloo-dev)  # headers only: the wheels ship c10d's but not Gloo's (comm/src/process_group.h)
 
 if [ "${1:-}" = "fetch" ]; then
   mkdir -p .deb
@@ -49,7 +45,7 @@ if [ "${1:-}" = "fetch" ]; then
 fi
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(cuda-tests cuda-alloc codec host l4 memory maxbatch maxbatch-l5 swap tests)
+[ ${#steps[@]} -eq 0 ] && steps=(cuda-tests cuda-alloc nccl codec host l4 memory maxbatch maxbatch-l5 swap tests)
 out="$root/build-gpu/out"
 rm -rf "$out" && mkdir -p "$out"
 deadline=${GPU_CHECK_SECONDS:-570}
@@ -92,7 +88,7 @@ t0=$SECONDS
 rm -f build-gpu/CMakeCache.txt
 cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$deb_root/usr" -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DACTKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" -DACTKIT_DISTRIBUTED="${GPU_DISTRIBUTED:-OFF}" \
+  -DACTKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" -DACTKIT_DISTRIBUTED="${GPU_DISTRIBUTED:-ON}" \
   ${ACTKIT_CXX_STANDARD:+-DCMAKE_CXX_STANDARD=$ACTKIT_CXX_STANDARD} >"$out/configure.log" 2>&1
 configure_rc=$?
 tail -n 15 "$out/configure.log"
@@ -192,17 +188,11 @@ for step in "${steps[@]}"; do
       # Through CTest, one process per test: a crash names its test and
       # hides no other.
       run tests "${TESTS_SECONDS:-560}" ctest --test-dir build-gpu -j "$(nproc)" --timeout 300 --output-on-failure ;;
-    dist-compile)
-      # comm/, pipeline/ and optim/ against this LibTorch's c10d, compiled
-      # only (their object libraries), every error kept going.
-      run dist-configure 60 cmake -S . -B build-gpu-dist "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_PREFIX_PATH="$torch_prefix;$deb_root/usr" -DCMAKE_CUDA_COMPILER="$nvcc" -DACTKIT_CUDA=ON \
-        -DCMAKE_CUDA_ARCHITECTURES="${ACTKIT_CUDA_ARCH:-90}" \
-        -DACTKIT_BUILD_TESTS=OFF -DACTKIT_BUILD_BENCH=OFF -DACTKIT_BUILD_CLI=OFF -DACTKIT_DISTRIBUTED=ON
-      run dist-compile 240 cmake --build build-gpu-dist -j "$(nproc)" --target actkit_comm actkit_pipeline \
-        actkit_optim "${keep_going[@]}"
-      grep -E "error" "$out/dist-compile.log" | head -n 40 ;;
-    backtraces)
+    nccl)
+      # The NCCL group on this machine's GPU (a group of one: NCCL refuses two
+      # ranks on one GPU), and the Gloo tests of comm/ beside it.
+      run nccl 240 $bin/actkit_tests --gtest_brief=1 --gtest_filter='NcclGroup.*:Comm.*:GroupConfig.*' ;;
+   backtraces)
       # Where the tests that crash under this LibTorch crash: the
       # std::filesystem symbols libtorch_cpu exports (pytorch#133437), then
       # a backtrace of each test named in BACKTRACE_TESTS (cuda-gdb also

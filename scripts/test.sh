@@ -157,6 +157,20 @@ PY
       --validation-batches 1 --link kernel --bandwidth 50Mbps --latency 2ms --json $b/pipeline-dp-kernel.json
     grep -q '"replicas": 2' $b/pipeline-dp-kernel.json
   fi
+  # --backend: an unknown name is refused when parsed; nccl without a GPU
+  # (or in a build without NCCL) fails at once, saying why.
+  if $b/bin/actkit dp --model gpt2 --workers 2 --data synthetic --steps 1 --backend mpi 2>/dev/null; then
+    echo "an unknown backend must be refused" >&2
+    exit 1
+  fi
+  if ! command -v nvidia-smi >/dev/null; then
+    if timeout 120 $b/bin/actkit dp --model gpt2 --layers 1 --hidden 64 --heads 2 --seq-len 32 --workers 2 \
+      --data synthetic --steps 1 --batch 2 --backend nccl 2>$b/nccl.err; then
+      echo "nccl without a GPU must fail" >&2
+      exit 1
+    fi
+    grep -qi "nccl\|GPU" $b/nccl.err || { cat $b/nccl.err; echo "the nccl refusal must say why" >&2; exit 1; }
+  fi
   if $b/bin/actkit maxbatch --model resnet18 --budget lots 2>/dev/null; then
     echo "a malformed budget must fail" >&2
     exit 1

@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "test_paths.h"  // generated: where the test programs and fixtures are
 #include "actkit/app/process.h"
-#include "peer_ranks.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/comm/link_spec.h"
+#include "actkit/core/device.h"
+#include "peer_ranks.h"
+#include "test_paths.h"  // generated: where the test programs and fixtures are
 
 namespace actkit {
 namespace {
@@ -141,6 +142,29 @@ TEST(GroupConfig, RejectsWhatCannotFormAGroup) {
   c.backend = CommBackend::kGloo;
   c.master_port = 70000;
   EXPECT_THROW(c.validate(), InvalidInput);
+}
+
+// NCCL where this build has it. Without a GPU (CI's machines) the group is
+// refused at once with a clear error, not after the timeout; with one (the
+// GPU machines, scripts/gpu-check.sh nccl) a group of one forms on it and
+// synchronizes.
+TEST(NcclGroup, FormsOnTheGpuOrIsRefusedAtOnce) {
+  if (!comm_backend_available(CommBackend::kNccl)) GTEST_SKIP() << "this build has no NCCL group";
+  GroupConfig c;
+  c.backend = CommBackend::kNccl;
+  c.master_port = free_local_port();
+  c.timeout = std::chrono::seconds(60);
+  if (!cuda_available()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_THROW(Communicator comm(c), InvalidInput);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    return;
+  }
+  Communicator comm(c);
+  comm.barrier();
+  at::Tensor t = at::ones({1000});
+  comm.all_reduce_sum(t, "a sum over one rank");
+  EXPECT_TRUE(at::equal(t, at::ones({1000})));
 }
 
 // A subgroup is checked before anything is formed: a name, ascending
