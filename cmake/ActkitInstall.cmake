@@ -18,7 +18,11 @@ if(TARGET actkit_cli)
   file(RELATIVE_PATH _lib_from_bin ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
   # LibTorch, TBB and liburing outside the loader's paths (a PyTorch wheel,
   # a private prefix) are found where the build found them.
-  set_target_properties(actkit_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_lib_from_bin}" INSTALL_RPATH_USE_LINK_PATH ON)
+  set(_cli_rpath "$ORIGIN/${_lib_from_bin}")
+  if(NOT ACTKIT_TORCH_LIB_DIR IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
+    list(APPEND _cli_rpath "${ACTKIT_TORCH_LIB_DIR}")
+  endif()
+  set_target_properties(actkit_cli PROPERTIES INSTALL_RPATH "${_cli_rpath}" INSTALL_RPATH_USE_LINK_PATH ON)
   install(TARGETS actkit_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
