@@ -62,6 +62,9 @@ void check_args(const DpArgs& a) {
   parse_latency(a.latency);
   if (a.workers < 1) throw InvalidInput("dp: --workers must be >= 1");
   if (a.link != "process" && a.link != "kernel") throw InvalidInput("dp: --link is process or kernel");
+  if (a.link == "kernel" && a.backend == CommBackend::kNccl) {
+    throw InvalidInput("dp: --link kernel shapes TCP between network namespaces; NCCL's GPU transports bypass it");
+  }
   if (a.batch < 1 || a.epochs < 1) throw InvalidInput("dp: --batch and --epochs must be >= 1");
   if (!(a.lr > 0)) throw InvalidInput("dp: --lr must be > 0");
   if (a.lr_schedule != "cosine" && a.lr_schedule != "constant") {

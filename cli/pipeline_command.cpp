@@ -111,6 +111,9 @@ void finish_config(PipelineArgs& a) {
   }
   c.model_options.max_positions = std::max(c.model_options.max_positions, c.seq_len);
   c.schedule = pipeline::parse_schedule(a.schedule);
+  if (c.link_mode == "kernel" && a.backend == CommBackend::kNccl) {
+    throw InvalidInput("pipeline: --link kernel shapes TCP between network namespaces; NCCL's GPU transports bypass it");
+  }
   c.forward_codec = pipeline::parse_boundary_codec(a.codec, a.fw_bits);
   // Compressed activations go with DirectQ gradients (AQ-SGD, TAH-Quant);
   // fp32 and fp16 send gradients as they send activations.

@@ -72,6 +72,7 @@ void launch_local(const RankLaunch& l) {
     argv.insert(argv.end(), l.args.begin(), l.args.end());
     ranks.push_back({argv,
                      {{"RANK", std::to_string(r)},
+                      {"LOCAL_RANK", std::to_string(r)},  // every rank on this machine: its GPU for NCCL
                       {"WORLD_SIZE", std::to_string(l.ranks)},
                       {"MASTER_ADDR", "127.0.0.1"},
                       {"MASTER_PORT", std::to_string(port)},

@@ -66,11 +66,17 @@ if [ "$torch_kind" = wheel ]; then
   build_dir="${ACTKIT_BUILD_DIR:-build-wheel}"
   venv=.venv
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-  if ! "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${torch_wheel#torch==}')" 2>/dev/null; then
+  # The wheel's LibTorch is the CUDA build: its CMake package, and ACTkit's
+  # CUDA kernels, need the CUDA toolkit (nvcc and its headers).
+  if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    echo "setup: ACTKIT_TORCH=wheel needs the CUDA toolkit (nvcc and headers, 12.x or 13.x, in /usr/local/cuda or on PATH)" >&2
+    exit 1
+  fi
+  if ! "$venv/bin/python" -c "import sys, torch, torchvision; sys.exit(torch.__version__.split('+')[0] != '${torch_wheel#torch==}' or torchvision.__version__.split('+')[0] != '${torchvision_wheel#torchvision==}')" 2>/dev/null; then
     echo "setup: installing $torch_wheel into $venv"
     "$venv/bin/pip" install --disable-pip-version-check --no-input -q "$torch_wheel" "$torchvision_wheel"
   fi
-  torch_prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+  torch_prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
   cmake_args+=(-DCMAKE_PREFIX_PATH="$torch_prefix" -DACTKIT_ORACLE_PYTHON="$PWD/$venv/bin/python")
 else
   build_dir="${ACTKIT_BUILD_DIR:-build}"

@@ -38,17 +38,23 @@ smoke() {
   $b/bin/actkit convert --model resnet18 --level L3 > $b/convert.txt
   grep -q "QConv2d" $b/convert.txt
   $b/bin/actkit memory --model resnet18 --batch 4 --image-size 32 --levels L0,L3,L4 --nodes 4 --json $b/memory.json
-  grep -q '"activation_bytes"' $b/memory.json && grep -q '"BranchPointBackward"' $b/memory.json
+  grep -q '"activation_bytes"' $b/memory.json
+  grep -q '"BranchPointBackward"' $b/memory.json
   $b/bin/actkit train --model resnet18 --data fashion-mnist --level L3 --epochs 1 --train-limit 256 \
     --json $b/train.json
   grep -q '"final_test_accuracy"' $b/train.json
   $b/bin/actkit maxbatch --model resnet18 --image-size 16 --budget 170MiB --levels L0,L5 --limit 16 \
     --max-split 32M --json $b/maxbatch.json --plot $b/maxbatch.svg
-  grep -q '"max_batch"' $b/maxbatch.json && grep -q "<svg" $b/maxbatch.svg
+  grep -q '"max_batch"' $b/maxbatch.json
+  grep -q "<svg" $b/maxbatch.svg
   # Each level in a child process (what L5 on CUDA needs): the parent merges their results.
   $b/bin/actkit maxbatch --model resnet18 --image-size 16 --budget 170MiB --levels L0,L5 --limit 8 \
     --fresh-process --json $b/maxbatch-fresh.json
-  [ "$(grep -c '"level": "L[05]"' $b/maxbatch-fresh.json)" = 2 ] && ! grep -q '"max_batch": 0,' $b/maxbatch-fresh.json
+  [ "$(grep -c '"level": "L[05]"' $b/maxbatch-fresh.json)" = 2 ]
+  if grep -q '"max_batch": 0,' $b/maxbatch-fresh.json; then
+    echo "a level found no batch that fits" >&2
+    exit 1
+  fi
   $b/bin/actkit bench swap --dir $b --size 64MiB --repeats 1 --json $b/bench-swap.json
   grep -q '"read_gbps"' $b/bench-swap.json
   $b/bin/actkit bench host --device cpu --size 16MiB --chunk 1MiB --repeats 1 --json $b/bench-host.json
@@ -73,7 +79,8 @@ smoke() {
   $b/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
     --micro-batch-size 4 --codec aqsgd --fw-bits 2 --bw-bits 8 --train-limit 32 --warmup-epochs 1 --steps 5 \
     --buffer-memory 64KiB --check-buffers --validation-batches 1 --resume $b/aqsgd-ckpt --json $b/aqsgd-resumed.json
-  grep -q '"tier": "both"' $b/aqsgd.json && grep -q '"start_step": 3' $b/aqsgd-resumed.json
+  grep -q '"tier": "both"' $b/aqsgd.json
+  grep -q '"start_step": 3' $b/aqsgd-resumed.json
   # Data-parallel: 1-bit LAMB on the fortunes text over 3 workers, a
   # checkpoint in the compression stage, and a resumed run to the end.
   rm -rf $b/dp-ckpt
@@ -83,7 +90,8 @@ smoke() {
   $b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 3 --optimizer onebit-lamb \
     --data fortunes --train-limit 96 --batch 4 --steps 9 --warmup-steps 2 --lr 0.01 --bandwidth 200Mbps \
     --resume $b/dp-ckpt --json $b/dp-resumed.json
-  grep -q '"bytes_per_step_compressed"' $b/dp.json && grep -q '"val_loss"' $b/dp.json
+  grep -q '"bytes_per_step_compressed"' $b/dp.json
+  grep -q '"val_loss"' $b/dp.json
   grep -q '"start_step": 6' $b/dp-resumed.json
   if $b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 2 --data synthetic \
     --optimizer onebit-lamb --steps 9 --warmup-steps 2 --resume $b/dp-ckpt 2>/dev/null; then
@@ -159,10 +167,11 @@ PY
   fi
   # --backend: an unknown name is refused when parsed; nccl without a GPU
   # (or in a build without NCCL) fails at once, saying why.
-  if $b/bin/actkit dp --model gpt2 --workers 2 --data synthetic --steps 1 --backend mpi 2>/dev/null; then
+  if $b/bin/actkit dp --model gpt2 --workers 2 --data synthetic --steps 1 --backend mpi 2>$b/backend.err; then
     echo "an unknown backend must be refused" >&2
     exit 1
   fi
+  grep -q -- "--backend" $b/backend.err || { cat $b/backend.err; echo "the refusal must name --backend" >&2; exit 1; }
   if ! command -v nvidia-smi >/dev/null; then
     if timeout 120 $b/bin/actkit dp --model gpt2 --layers 1 --hidden 64 --heads 2 --seq-len 32 --workers 2 \
       --data synthetic --steps 1 --batch 2 --backend nccl 2>$b/nccl.err; then
@@ -216,7 +225,9 @@ for world in $worlds; do
   fi
   step "[$world] setup and build against $label"
   ACTKIT_TORCH=$world ACTKIT_BUILD_DIR=$b ACTKIT_TARGETS=all bash scripts/setup.sh
-  [ "$world" = wheel ] && prefix=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  if [ "$world" = wheel ]; then
+    prefix=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  fi
   "$b/bin/actkit" --version | tee "$b/version.txt"
   if [ "$world" = wheel ]; then
     grep -q "LibTorch 2.15" "$b/version.txt" || { echo "the wheel world must run on LibTorch 2.15" >&2; exit 1; }
@@ -224,9 +235,20 @@ for world in $worlds; do
 
   # No ACTkit binary may call std::filesystem: the wheel's LibTorch exports
   # its own copy, which such calls bind to (core/include/actkit/core/files.h).
-  if nm -D --undefined-only "$b"/libactkit.so.* "$b"/bin/* 2>/dev/null | grep 'St10filesystem'; then
+  fs_refs=""
+  for f in "$b"/libactkit.so.*.* "$b"/bin/*; do
+    refs=$(nm -D --undefined-only "$f") || { echo "nm cannot read $f" >&2; exit 1; }
+    fs_refs+=$(grep 'St10filesystem' <<<"$refs" || true)
+  done
+  if [ -n "$fs_refs" ]; then
+    echo "$fs_refs"
     echo "[$world] ACTkit binaries reference std::filesystem (above)" >&2
     exit 1
+  fi
+
+  if [ "$world" = debian ]; then
+    step "[$world] unity batches: every target's sources compile as one unit"
+    bash scripts/check-unity.sh "$b"
   fi
 
   step "[$world] unit tests"

@@ -356,7 +356,7 @@ TEST(DataParallelOptimizer, BadSettingsAreRefused) {
   EXPECT_THROW(optim::parse_exchange("int8"), InvalidInput);
 }
 
-std::vector<app::ProcessResult> run_peers(int world, const std::vector<std::string>& args, int timeout_s = 30) {
+std::vector<app::ProcessResult> run_dp_peers(int world, const std::vector<std::string>& args, int timeout_s = 30) {
   return run_ranks(ACTKIT_DP_PEER, world, args, timeout_s);
 }
 
@@ -365,36 +365,36 @@ void expect_all(const std::vector<app::ProcessResult>& results, int status, cons
 }
 
 TEST(DataParallelRanks, CompressedAllreduceEqualsTheSimulation) {
-  for (int world : {2, 3, 4}) expect_all(run_peers(world, {"allreduce"}), 0, "world " + std::to_string(world));
+  for (int world : {2, 3, 4}) expect_all(run_dp_peers(world, {"allreduce"}), 0, "world " + std::to_string(world));
 }
 
 TEST(DataParallelRanks, WarmupEqualsTheSingleProcessOptimizers) {
-  expect_all(run_peers(2, {"warmup"}), 0, "warmup");
+  expect_all(run_dp_peers(2, {"warmup"}), 0, "warmup");
 }
 
 TEST(DataParallelRanks, FreezeOnEveryRankAndRanksStayIdentical) {
-  for (int world : {2, 4}) expect_all(run_peers(world, {"freeze"}), 0, "world " + std::to_string(world));
+  for (int world : {2, 4}) expect_all(run_dp_peers(world, {"freeze"}), 0, "world " + std::to_string(world));
 }
 
 TEST(DataParallelRanks, CheckpointResumesBitForBit) {
   const std::string dir = files::temp_directory() + "/actkit-dp-resume-" + std::to_string(getpid());
   files::create_directories(dir);
-  expect_all(run_peers(3, {"resume", dir}), 0, "resume");
+  expect_all(run_dp_peers(3, {"resume", dir}), 0, "resume");
   files::remove_all(dir);
 }
 
-TEST(DataParallelRanks, NonFiniteOnOneRankSkipsEverywhere) { expect_all(run_peers(3, {"nan"}), 0, "nan"); }
+TEST(DataParallelRanks, NonFiniteOnOneRankSkipsEverywhere) { expect_all(run_dp_peers(3, {"nan"}), 0, "nan"); }
 
 TEST(DataParallelRanks, DeadRankIsNamedWithinTheTimeout) {
   const auto t0 = Clock::now();
-  const auto results = run_peers(3, {"dead"}, 5);
+  const auto results = run_dp_peers(3, {"dead"}, 5);
   EXPECT_EQ(results[0].exit_status, 3);
   EXPECT_EQ(results[1].exit_status, 3);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));
 }
 
 TEST(DataParallelRanks, MismatchedSettingsAreRefusedOnEveryRank) {
-  expect_all(run_peers(3, {"mismatch"}), 3, "mismatch");
+  expect_all(run_dp_peers(3, {"mismatch"}), 3, "mismatch");
 }
 
 }  // namespace

@@ -70,10 +70,16 @@ struct Communicator::Impl {
   std::vector<int> members;
   std::string name;
   c10::intrusive_ptr<c10d::Store> store;
-  // The backend's group itself (process_group.h), and the device its
-  // tensors live on: the CPU for Gloo, this rank's GPU for NCCL (messages
-  // and collectives are staged through it).
+  // Byte messages go through a Gloo group whatever the backend: they are
+  // host bytes, c10d's Gloo keeps each tag a stream of its own, and it
+  // lets a receive wait ahead of need while sends to the same peer go on.
+  // (NCCL matches point-to-point operations by order on one stream per
+  // pair of ranks, tags ignored, so a receive posted ahead would hold up
+  // the sends behind it.) The collectives go through `collective_group`: the
+  // same Gloo group, or with --backend nccl an NCCL group on this rank's
+  // GPU, `device`, through which their tensors are staged.
   c10::intrusive_ptr<detail::CollectiveGroup> group;
+  c10::intrusive_ptr<detail::CollectiveGroup> collective_group;
   c10::Device device{c10::kCPU};
   std::vector<std::unique_ptr<LinkPacer>> pacers;  // per peer
   std::map<std::pair<int, int>, std::unique_ptr<Outbound>> outbound;
@@ -188,8 +194,25 @@ struct Communicator::Impl {
     return *slot;
   }
 
-  // `t` where the backend wants it: itself on the CPU (Gloo), a copy on
-  // this rank's GPU (NCCL).
+  // Forms this group's c10d groups over `store`, for rank `rank` of
+  // `size`: Gloo always (under the prefix "gloo"), NCCL too for --backend
+  // nccl (under "nccl").
+  void form_groups(const c10::intrusive_ptr<c10d::Store>& over, int rank, int size, const GroupConfig& with) {
+    detail::BackendGroup gloo =
+        detail::make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("gloo", over), rank, size, with);
+    group = gloo.group;
+    collective_group = gloo.group;
+    device = gloo.device;
+    if (with.backend == CommBackend::kNccl) {
+      detail::BackendGroup nccl =
+          detail::make_nccl_group(c10::make_intrusive<c10d::PrefixStore>("nccl", over), rank, size, with);
+      collective_group = nccl.group;
+      device = nccl.device;
+    }
+  }
+
+  // `t` where the collectives' backend wants it: itself on the CPU (Gloo),
+  // a copy on this rank's GPU (NCCL).
   at::Tensor on_device(const at::Tensor& t) const { return device.is_cpu() ? t : t.to(device); }
 
   void send_loop(Outbound& o, int peer, int channel) {
@@ -204,11 +227,10 @@ struct Communicator::Impl {
       std::string error;
       try {
         std::this_thread::sleep_until(m.deliver_at);  // the emulated link
-        std::vector<at::Tensor> size{on_device(at::full({1}, int64_t(m.bytes.size()), at::kLong))};
+        std::vector<at::Tensor> size{at::full({1}, int64_t(m.bytes.size()), at::kLong)};
         group->send(size, peer, size_tag(channel))->wait(config.timeout);
         if (!m.bytes.empty()) {
-          std::vector<at::Tensor> data{
-              on_device(at::from_blob(m.bytes.data(), {int64_t(m.bytes.size())}, at::kByte))};
+          std::vector<at::Tensor> data{at::from_blob(m.bytes.data(), {int64_t(m.bytes.size())}, at::kByte)};
           group->send(data, peer, bytes_tag(channel))->wait(config.timeout);
         }
       } catch (const std::exception& e) {
@@ -236,17 +258,16 @@ struct Communicator::Impl {
       try {
         // Tensors the c10d Work owns: a receive that outlives this loop (a
         // timeout, then a late message) still writes into live memory.
-        std::vector<at::Tensor> size{at::empty({1}, at::TensorOptions(at::kLong).device(device))};
+        std::vector<at::Tensor> size{at::empty({1}, at::kLong)};
         if (!start_and_wait(in, size, peer, size_tag(channel))) return;  // aborted at teardown
-        const int64_t n = size[0].cpu().item<int64_t>();
+        const int64_t n = size[0].item<int64_t>();
         if (n < 0 || n > limit) {
           error = c10::str("it announced a message of ", n, " bytes where at most ", limit,
                            " were expected (a corrupt stream, or a different program)");
         } else if (n > 0) {
-          std::vector<at::Tensor> data{at::empty({n}, at::TensorOptions(at::kByte).device(device))};
+          std::vector<at::Tensor> data{at::empty({n}, at::kByte)};
           if (!start_and_wait(in, data, peer, bytes_tag(channel))) return;
-          const at::Tensor host = data[0].cpu();
-          const uint8_t* p = host.data_ptr<uint8_t>();
+          const uint8_t* p = data[0].data_ptr<uint8_t>();
           bytes.assign(p, p + n);
         }
       } catch (const std::exception& e) {
@@ -283,17 +304,6 @@ struct Communicator::Impl {
   }
 };
 
-namespace {
-
-// The backend's group over `store`, for rank `rank` of `size`.
-detail::BackendGroup make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                const GroupConfig& config) {
-  return config.backend == CommBackend::kNccl ? detail::make_nccl_group(store, rank, size, config)
-                                              : detail::make_gloo_group(store, rank, size, config);
-}
-
-}  // namespace
-
 Communicator::Communicator() : impl_(std::make_unique<Impl>()) {}
 
 Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<Impl>()) {
@@ -309,10 +319,7 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
     options.timeout = config.timeout;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
     s.store = c10::make_intrusive<c10d::PrefixStore>("actkit", tcp);
-    detail::BackendGroup g = make_group(c10::make_intrusive<c10d::PrefixStore>(to_string(config.backend), s.store),
-                                        config.rank, config.world_size, config);
-    s.group = g.group;
-    s.device = g.device;
+    s.form_groups(s.store, config.rank, config.world_size, config);
   } catch (const InvalidInput&) {
     throw;  // a backend this build or machine lacks: nothing to wait for
   } catch (const std::exception& e) {
@@ -349,10 +356,7 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, co
   t.name = s.members.empty() ? name : s.name + "/" + name;
   try {
     t.store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, s.store);
-    detail::BackendGroup g = make_group(c10::make_intrusive<c10d::PrefixStore>(to_string(s.config.backend), t.store),
-                                        index, int(members.size()), s.config);
-    t.group = g.group;
-    t.device = g.device;
+    t.form_groups(t.store, index, int(members.size()), s.config);
   } catch (const std::exception& e) {
     throw CommError(c10::str(s.me(), ": the group ", name, " of ranks ", c10::Join(",", t.members),
                              " did not form within ", std::chrono::duration<double>(s.config.timeout).count(),
@@ -548,7 +552,7 @@ void Communicator::all_reduce_sum(at::Tensor& t, const std::string& what) {
   at::Tensor staged = s.on_device(t);
   s.collective(what, wire, 2 * (n - 1), [&] {
     std::vector<at::Tensor> tensors{staged};
-    return s.group->allreduce(tensors);
+    return s.collective_group->allreduce(tensors);
   });
   if (!staged.is_same(t)) t.copy_(staged);
 }
@@ -570,7 +574,7 @@ void Communicator::all_to_all(const at::Tensor& in, at::Tensor& out, const std::
   at::Tensor output = s.device.is_cpu() ? out : at::empty_like(out, at::TensorOptions().device(s.device));
   s.collective(what, (n - 1) * in.numel() / n, 1, [&] {
     std::vector<int64_t> counts;  // empty: equal splits
-    return s.group->alltoall_base(output, input, counts, counts);
+    return s.collective_group->alltoall_base(output, input, counts, counts);
   });
   if (!output.is_same(out)) out.copy_(output);
 }
@@ -593,7 +597,7 @@ void Communicator::all_gather(const at::Tensor& in, at::Tensor& out, const std::
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < n; ++r) outputs[0].push_back(output.narrow(0, r * in.numel(), in.numel()));
     std::vector<at::Tensor> inputs{s.on_device(in)};
-    return s.group->allgather(outputs, inputs);
+    return s.collective_group->allgather(outputs, inputs);
   });
   if (!output.is_same(out)) out.copy_(output);
 }

@@ -12,14 +12,14 @@
 namespace actkit {
 namespace {
 
-constexpr const char* kWhat = "encode_directq";
+constexpr const char* kDirectQWhat = "encode_directq";
 
 CompressedMeta plan(const at::Tensor& x, const DirectQOptions& o) {
-  detail::check_device(x, kWhat);
-  detail::float_type_of(x.scalar_type(), kWhat);
-  if (o.bits < 2 || o.bits > 8) throw InvalidInput(c10::str(kWhat, ": bits must be in 2..8, got ", o.bits));
-  if (x.numel() == 0) throw InvalidInput(c10::str(kWhat, ": the tensor is empty (shape ", x.sizes(), ")"));
-  if (o.per_channel && x.dim() == 0) throw InvalidInput(c10::str(kWhat, ": per-channel scales need rank >= 1"));
+  detail::check_device(x, kDirectQWhat);
+  detail::float_type_of(x.scalar_type(), kDirectQWhat);
+  if (o.bits < 2 || o.bits > 8) throw InvalidInput(c10::str(kDirectQWhat, ": bits must be in 2..8, got ", o.bits));
+  if (x.numel() == 0) throw InvalidInput(c10::str(kDirectQWhat, ": the tensor is empty (shape ", x.sizes(), ")"));
+  if (o.per_channel && x.dim() == 0) throw InvalidInput(c10::str(kDirectQWhat, ": per-channel scales need rank >= 1"));
   CompressedMeta m;
   m.kind = CodecKind::kDirectQ;
   m.dtype = x.scalar_type();
@@ -29,7 +29,7 @@ CompressedMeta plan(const at::Tensor& x, const DirectQOptions& o) {
   try {
     m.validate();
   } catch (const FormatError& e) {
-    throw InvalidInput(c10::str(kWhat, ": ", e.what()));
+    throw InvalidInput(c10::str(kDirectQWhat, ": ", e.what()));
   }
   return m;
 }
@@ -43,7 +43,7 @@ CompressedTensor encode_directq(const at::Tensor& x, const DirectQOptions& optio
 
   kernels::DirectQEncodeArgs args;
   args.input = input.data_ptr();
-  args.input_type = detail::float_type_of(x.scalar_type(), kWhat);
+  args.input_type = detail::float_type_of(x.scalar_type(), kDirectQWhat);
   args.numel = m.numel();
   args.num_scales = m.num_scales();
   args.bits = m.bits;
@@ -54,7 +54,7 @@ CompressedTensor encode_directq(const at::Tensor& x, const DirectQOptions& optio
 
   const kernels::EncodeStatus status =
       x.is_cuda() ? detail::cuda::directq_encode(x.device(), args) : kernels::directq_encode_cpu(args);
-  if (status != kernels::EncodeStatus::kOk) throw InvalidInput(c10::str(kWhat, ": the input contains NaN or Inf"));
+  if (status != kernels::EncodeStatus::kOk) throw InvalidInput(c10::str(kDirectQWhat, ": the input contains NaN or Inf"));
   return CompressedTensor(std::move(m), std::move(payload));
 }
 

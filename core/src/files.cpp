@@ -19,36 +19,61 @@ namespace {
   throw IoError(what + " " + path + ": " + std::strerror(error_number), error_number);
 }
 
-bool stat_of(const std::string& path, struct stat* st) { return ::stat(path.c_str(), st) == 0; }
+// stat() of `path`: true if it exists; false if it (or a folder on the
+// way) does not; throws for any other failure (permissions, a loop of
+// links), as std::filesystem's queries do.
+bool stat_of(const std::string& path, struct stat* st) {
+  if (::stat(path.c_str(), st) == 0) return true;
+  if (errno == ENOENT || errno == ENOTDIR) return false;
+  fail("cannot stat", path, errno);
+}
 
-// Removes what is at `path` (not following links), recursing into
-// directories; the first failure's text goes to *error.
-bool remove_tree(const std::string& path, std::string* error) {
+void note(std::string* error, const std::string& path, int error_number) {
+  if (error != nullptr && error->empty()) *error = path + ": " + std::strerror(error_number);
+}
+
+// Removes entry `name` of the open folder `parent` (AT_FDCWD: the working
+// folder), recursing into folders through descriptors opened with
+// O_NOFOLLOW, so a link swapped in while this runs is removed, never
+// followed. The first failure's text goes to *error.
+bool remove_at(int parent, const std::string& name, const std::string& shown, std::string* error) {
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
+  if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return true;
-    if (error != nullptr && error->empty()) *error = path + ": " + std::strerror(errno);
+    note(error, shown, errno);
     return false;
   }
-  bool ok = true;
-  if (S_ISDIR(st.st_mode)) {
-    DIR* dir = ::opendir(path.c_str());
-    if (dir == nullptr) {
-      if (error != nullptr && error->empty()) *error = path + ": " + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlinkat(parent, name.c_str(), 0) != 0 && errno != ENOENT) {
+      note(error, shown, errno);
       return false;
     }
-    std::vector<std::string> names;
-    while (const dirent* e = ::readdir(dir)) {
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
-    }
-    ::closedir(dir);
-    for (const std::string& name : names) ok = remove_tree(path + "/" + name, error) && ok;
-    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
-      if (error != nullptr && error->empty()) *error = path + ": " + std::strerror(errno);
-      ok = false;
-    }
-  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    if (error != nullptr && error->empty()) *error = path + ": " + std::strerror(errno);
+    return true;
+  }
+  const int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    note(error, shown, errno);
+    return false;
+  }
+  DIR* dir = ::fdopendir(fd);  // owns fd from here
+  if (dir == nullptr) {
+    note(error, shown, errno);
+    ::close(fd);
+    return false;
+  }
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir);
+    if (e == nullptr) break;
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+  }
+  bool ok = errno == 0;
+  if (!ok) note(error, shown, errno);
+  for (const std::string& child : names) ok = remove_at(::dirfd(dir), child, shown + "/" + child, error) && ok;
+  ::closedir(dir);
+  if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    note(error, shown, errno);
     ok = false;
   }
   return ok;
@@ -76,14 +101,17 @@ void create_directories(const std::string& path) {
   if (is_directory(path)) return;
   const std::string parent = parent_path(path);
   if (!parent.empty() && parent != path) create_directories(parent);
-  if (::mkdir(path.c_str(), 0777) != 0 && !(errno == EEXIST && is_directory(path))) {
-    fail("cannot create directory", path, errno);
+  if (::mkdir(path.c_str(), 0777) != 0) {
+    const int error_number = errno;
+    if (error_number != EEXIST || !is_directory(path)) fail("cannot create directory", path, error_number);
   }
 }
 
 bool remove_all(const std::string& path, std::string* error) noexcept {
   try {
-    return remove_tree(path, error);
+    std::string target = path;
+    while (target.size() > 1 && target.back() == '/') target.pop_back();  // "link/" would follow the link
+    return target.empty() || remove_at(AT_FDCWD, target, target, error);
   } catch (...) {  // only std::bad_alloc can come here
     return false;
   }
@@ -103,11 +131,16 @@ std::vector<std::string> list_directory(const std::string& path) {
   DIR* dir = ::opendir(path.c_str());
   if (dir == nullptr) fail("cannot list directory", path, errno);
   std::vector<std::string> names;
-  errno = 0;
-  while (const dirent* e = ::readdir(dir)) {
+  int error_number = 0;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir);
+    if (e == nullptr) {
+      error_number = errno;
+      break;
+    }
     if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
   }
-  const int error_number = errno;
   ::closedir(dir);
   if (error_number != 0) fail("cannot list directory", path, error_number);
   std::sort(names.begin(), names.end());
@@ -116,7 +149,8 @@ std::vector<std::string> list_directory(const std::string& path) {
 
 uint64_t file_size(const std::string& path) {
   struct stat st;
-  if (!stat_of(path, &st)) fail("cannot stat", path, errno);
+  if (::stat(path.c_str(), &st) != 0) fail("cannot stat", path, errno);
+  if (S_ISDIR(st.st_mode)) fail("no file size for", path, EISDIR);
   return uint64_t(st.st_size);
 }
 
@@ -125,33 +159,43 @@ void resize_file(const std::string& path, uint64_t bytes) {
 }
 
 void copy_file(const std::string& from, const std::string& to) {
+  std::vector<char> buffer(size_t(1) << 20);  // before any descriptor is open
   const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) fail("cannot open", from, errno);
-  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  struct stat source;
+  if (::fstat(in, &source) != 0) {
+    const int e = errno;
+    ::close(in);
+    fail("cannot stat", from, e);
+  }
+  struct stat target;
+  if (::stat(to.c_str(), &target) == 0 && target.st_dev == source.st_dev && target.st_ino == source.st_ino) {
+    ::close(in);
+    fail("cannot copy a file onto itself:", to, EINVAL);  // O_TRUNC would empty both
+  }
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, source.st_mode & 0777);
   if (out < 0) {
     const int e = errno;
     ::close(in);
     fail("cannot create", to, e);
   }
-  std::vector<char> buffer(size_t(1) << 20);
+  auto give_up = [&](const std::string& what, const std::string& path, int e) {
+    ::close(in);
+    ::close(out);
+    fail(what, path, e);
+  };
   for (;;) {
     const ssize_t n = ::read(in, buffer.data(), buffer.size());
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(in);
-      ::close(out);
-      fail("cannot read", from, e);
+      give_up("cannot read", from, errno);
     }
     for (ssize_t done = 0; done < n;) {
       const ssize_t w = ::write(out, buffer.data() + done, size_t(n - done));
       if (w < 0) {
         if (errno == EINTR) continue;
-        const int e = errno;
-        ::close(in);
-        ::close(out);
-        fail("cannot write", to, e);
+        give_up("cannot write", to, errno);
       }
       done += w;
     }
@@ -161,8 +205,11 @@ void copy_file(const std::string& from, const std::string& to) {
 }
 
 std::string temp_directory() {
-  const char* base = std::getenv("TMPDIR");
-  return base != nullptr && *base != '\0' ? std::string(base) : std::string("/tmp");
+  for (const char* name : {"TMPDIR", "TMP", "TEMP", "TEMPDIR"}) {  // as std::filesystem::temp_directory_path
+    const char* base = std::getenv(name);
+    if (base != nullptr && *base != '\0') return base;
+  }
+  return "/tmp";
 }
 
 std::string parent_path(const std::string& path) {

@@ -9,14 +9,14 @@
 namespace actkit {
 namespace {
 
-constexpr const char* kWhat = "encode_per_group";
+constexpr const char* kPerGroupWhat = "encode_per_group";
 
 CompressedMeta plan(const at::Tensor& x, const PerGroupOptions& o) {
-  detail::check_device(x, kWhat);
-  detail::float_type_of(x.scalar_type(), kWhat);
-  if (x.dim() < 1) throw InvalidInput(c10::str(kWhat, ": needs a tensor of rank >= 1, got a scalar"));
+  detail::check_device(x, kPerGroupWhat);
+  detail::float_type_of(x.scalar_type(), kPerGroupWhat);
+  if (x.dim() < 1) throw InvalidInput(c10::str(kPerGroupWhat, ": needs a tensor of rank >= 1, got a scalar"));
   if (o.group_size < 8 || o.group_size > kernels::kMaxGroupSize || o.group_size % 8 != 0) {
-    throw InvalidInput(c10::str(kWhat, ": group size must be a multiple of 8 in [8, ", kernels::kMaxGroupSize,
+    throw InvalidInput(c10::str(kPerGroupWhat, ": group size must be a multiple of 8 in [8, ", kernels::kMaxGroupSize,
                                 "], got ", o.group_size));
   }
   CompressedMeta m;
@@ -26,15 +26,15 @@ CompressedMeta plan(const at::Tensor& x, const PerGroupOptions& o) {
   m.group_size = o.group_size;
   m.meta_format = o.meta_format;
   if (o.sample_bits.empty()) {
-    if (o.bits < 1 || o.bits > 8) throw InvalidInput(c10::str(kWhat, ": bits must be in 1..8, got ", o.bits));
+    if (o.bits < 1 || o.bits > 8) throw InvalidInput(c10::str(kPerGroupWhat, ": bits must be in 1..8, got ", o.bits));
     m.bits = o.bits;
   } else {
     if (int64_t(o.sample_bits.size()) != m.num_samples()) {
-      throw InvalidInput(c10::str(kWhat, ": ", o.sample_bits.size(), " per-sample bits for ", m.num_samples(),
+      throw InvalidInput(c10::str(kPerGroupWhat, ": ", o.sample_bits.size(), " per-sample bits for ", m.num_samples(),
                                   " samples"));
     }
     for (uint8_t b : o.sample_bits) {
-      if (b < 1 || b > 8) throw InvalidInput(c10::str(kWhat, ": per-sample bits must be in 1..8, got ", int(b)));
+      if (b < 1 || b > 8) throw InvalidInput(c10::str(kPerGroupWhat, ": per-sample bits must be in 1..8, got ", int(b)));
     }
     m.bits = 0;
     m.sample_bits = o.sample_bits;
@@ -42,7 +42,7 @@ CompressedMeta plan(const at::Tensor& x, const PerGroupOptions& o) {
   try {
     m.validate();
   } catch (const FormatError& e) {
-    throw InvalidInput(c10::str(kWhat, ": ", e.what()));
+    throw InvalidInput(c10::str(kPerGroupWhat, ": ", e.what()));
   }
   return m;
 }
@@ -61,7 +61,7 @@ kernels::PerGroupLayout layout_of(const CompressedMeta& m, const std::vector<int
   return L;
 }
 
-const char* describe(kernels::EncodeStatus s) {
+const char* describe_per_group(kernels::EncodeStatus s) {
   switch (s) {
     case kernels::EncodeStatus::kNonFinite:
       return "the input contains NaN or Inf (NonFinitePolicy::kError; use kPropagate to decode such groups as NaN)";
@@ -81,7 +81,7 @@ CompressedTensor encode_per_group(const at::Tensor& x, const PerGroupOptions& op
 
   kernels::PerGroupEncodeArgs args;
   args.input = input.data_ptr();
-  args.input_type = detail::float_type_of(x.scalar_type(), kWhat);
+  args.input_type = detail::float_type_of(x.scalar_type(), kPerGroupWhat);
   args.layout = layout_of(m, offsets);
   args.meta_format = m.meta_format;
   args.key = kernels::make_rng_key(options.seed);
@@ -92,7 +92,7 @@ CompressedTensor encode_per_group(const at::Tensor& x, const PerGroupOptions& op
   const kernels::EncodeStatus status = x.is_cuda()
                                            ? detail::cuda::pergroup_encode(x.device(), args, !args.propagate_nonfinite)
                                            : kernels::pergroup_encode_cpu(args);
-  if (status != kernels::EncodeStatus::kOk) throw InvalidInput(c10::str(kWhat, ": ", describe(status)));
+  if (status != kernels::EncodeStatus::kOk) throw InvalidInput(c10::str(kPerGroupWhat, ": ", describe_per_group(status)));
   return CompressedTensor(std::move(m), std::move(payload));
 }
 

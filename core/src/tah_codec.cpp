@@ -14,31 +14,31 @@
 namespace actkit {
 namespace {
 
-constexpr const char* kWhat = "encode_tah";
+constexpr const char* kTahWhat = "encode_tah";
 
 CompressedMeta plan(const at::Tensor& x, const TahOptions& o) {
-  detail::check_device(x, kWhat);
-  detail::float_type_of(x.scalar_type(), kWhat);
-  if (x.dim() < 1) throw InvalidInput(c10::str(kWhat, ": needs a tensor of rank >= 1 (tokens x channels), got a scalar"));
-  if (x.numel() == 0) throw InvalidInput(c10::str(kWhat, ": the tensor is empty (shape ", x.sizes(), ")"));
+  detail::check_device(x, kTahWhat);
+  detail::float_type_of(x.scalar_type(), kTahWhat);
+  if (x.dim() < 1) throw InvalidInput(c10::str(kTahWhat, ": needs a tensor of rank >= 1 (tokens x channels), got a scalar"));
+  if (x.numel() == 0) throw InvalidInput(c10::str(kTahWhat, ": the tensor is empty (shape ", x.sizes(), ")"));
   const int g = o.group_size;
   if (g < 8 || g > kernels::kTahMaxGroupSize || (g & (g - 1)) != 0) {
-    throw InvalidInput(c10::str(kWhat, ": group size must be a power of two in [8, ", kernels::kTahMaxGroupSize,
+    throw InvalidInput(c10::str(kTahWhat, ": group size must be a power of two in [8, ", kernels::kTahMaxGroupSize,
                                 "], got ", g));
   }
   if (x.size(-1) % g != 0) {
-    throw InvalidInput(c10::str(kWhat, ": the channels (last dimension, ", x.size(-1),
+    throw InvalidInput(c10::str(kTahWhat, ": the channels (last dimension, ", x.size(-1),
                                 ") must be a multiple of the group size ", g));
   }
   if (o.high_bits < 1 || o.high_bits > 8 || o.low_bits < 1 || o.low_bits > o.high_bits) {
-    throw InvalidInput(c10::str(kWhat, ": bits must satisfy 1 <= low_bits <= high_bits <= 8, got low ", o.low_bits,
+    throw InvalidInput(c10::str(kTahWhat, ": bits must satisfy 1 <= low_bits <= high_bits <= 8, got low ", o.low_bits,
                                 ", high ", o.high_bits));
   }
   if (!(o.high_fraction >= 0.0 && o.high_fraction <= 1.0)) {
-    throw InvalidInput(c10::str(kWhat, ": high_fraction must be in [0, 1], got ", o.high_fraction));
+    throw InvalidInput(c10::str(kTahWhat, ": high_fraction must be in [0, 1], got ", o.high_fraction));
   }
   if (!(o.tau >= 0.0 && std::isfinite(o.tau))) {
-    throw InvalidInput(c10::str(kWhat, ": tau must be finite and >= 0, got ", o.tau));
+    throw InvalidInput(c10::str(kTahWhat, ": tau must be finite and >= 0, got ", o.tau));
   }
   CompressedMeta m;
   m.kind = CodecKind::kTah;
@@ -52,12 +52,12 @@ CompressedMeta plan(const at::Tensor& x, const TahOptions& o) {
   try {
     m.validate();
   } catch (const FormatError& e) {
-    throw InvalidInput(c10::str(kWhat, ": ", e.what()));
+    throw InvalidInput(c10::str(kTahWhat, ": ", e.what()));
   }
   return m;
 }
 
-const char* describe(kernels::EncodeStatus s) {
+const char* describe_tah(kernels::EncodeStatus s) {
   switch (s) {
     case kernels::EncodeStatus::kNonFinite: return "the input contains NaN or Inf";
     case kernels::EncodeStatus::kMetaOverflow:
@@ -95,14 +95,14 @@ CompressedTensor encode_tah(const at::Tensor& x, const TahOptions& options) {
 
   kernels::TahEncodeArgs args;
   args.input = input.data_ptr();
-  args.input_type = detail::float_type_of(x.scalar_type(), kWhat);
+  args.input_type = detail::float_type_of(x.scalar_type(), kTahWhat);
   args.layout = detail::tah_layout(m);
   args.tau = float(options.tau);
   args.hadamard = options.hadamard;
   args.payload = payload.data_ptr<uint8_t>();
   const kernels::EncodeStatus status =
       x.is_cuda() ? detail::cuda::tah_encode(x.device(), args) : kernels::tah_encode_cpu(args);
-  if (status != kernels::EncodeStatus::kOk) throw InvalidInput(c10::str(kWhat, ": ", describe(status)));
+  if (status != kernels::EncodeStatus::kOk) throw InvalidInput(c10::str(kTahWhat, ": ", describe_tah(status)));
   return CompressedTensor(std::move(m), std::move(payload));
 }
 

@@ -1,6 +1,7 @@
 // A process group and the messages ranks send each other through it. The
-// group is c10d's (a TCPStore at MASTER_ADDR:MASTER_PORT, Gloo on CPU);
-// this class adds what training over slow links needs on top of c10d's
+// group is c10d's (a TCPStore at MASTER_ADDR:MASTER_PORT; Gloo for the byte
+// messages, and for the collectives Gloo on the CPU or, with
+// GroupConfig::backend kNccl, NCCL on the rank's GPU); this class adds what training over slow links needs on top of c10d's
 // send/recv: byte messages of any size (the size first, then the bytes),
 // sends that return at once and leave from a thread of their own, receives
 // fetched ahead of need, an emulated link per directed pair of ranks, a

@@ -21,7 +21,9 @@
 
 namespace actkit::files {
 
-// Whether `path` exists (following links), is a directory, is a regular file.
+// Whether `path` exists (following links), is a directory, is a regular
+// file. False when it or a folder on its way is missing; IoError for any
+// other failure (no permission, a loop of links), as std::filesystem does.
 bool exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
@@ -31,7 +33,9 @@ bool is_regular_file(const std::string& path);
 void create_directories(const std::string& path);
 
 // Removes `path`: a file, a link (not its target) or a directory with
-// everything in it. A missing path is fine. Returns false and leaves the
+// everything in it, descending through descriptors opened without following
+// links (a link swapped in meanwhile is removed, not followed). A missing
+// path is fine. Returns false and leaves the
 // system error's text in *error (when given) if anything could not be
 // removed; never throws (destructors call it).
 bool remove_all(const std::string& path, std::string* error = nullptr) noexcept;
@@ -46,16 +50,19 @@ void rename(const std::string& from, const std::string& to);
 // The names in directory `path` (not "." or ".."), sorted.
 std::vector<std::string> list_directory(const std::string& path);
 
-// Size in bytes of the file at `path`.
+// Size in bytes of the file at `path` (IoError for a folder).
 uint64_t file_size(const std::string& path);
 // Truncates or extends the file at `path` to `bytes`.
 void resize_file(const std::string& path, uint64_t bytes);
-// Copies the file `from` to `to`, replacing `to`.
+// Copies the file `from` to `to` with its permission bits, replacing `to`
+// (IoError when both name one file).
 void copy_file(const std::string& from, const std::string& to);
 
-// $TMPDIR when set and non-empty, else /tmp.
+// The first of $TMPDIR, $TMP, $TEMP, $TEMPDIR that is set and non-empty,
+// else /tmp.
 std::string temp_directory();
-// `path` without its last component ("a/b" -> "a", "/a" -> "/", "a" -> "").
+// `path` without its last component, trailing slashes ignored ("a/b" -> "a",
+// "a/b/" -> "a", "/a" -> "/", "a" -> "").
 std::string parent_path(const std::string& path);
 // The target of the symbolic link `path`.
 std::string read_link(const std::string& path);

@@ -1,0 +1,96 @@
+// actkit/core/files.h: the file-system calls ACTkit makes instead of
+// std::filesystem (which PyTorch's wheels export a copy of).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "actkit/core/errors.h"
+#include "actkit/core/files.h"
+#include "test_util.h"
+
+namespace actkit {
+namespace {
+
+void put_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(Files, MakesListsAndRemovesTrees) {
+  test::TempDir dir;
+  const std::string deep = dir.file("a/b/c");
+  files::create_directories(deep);
+  files::create_directories(deep);  // an existing folder is fine
+  EXPECT_TRUE(files::is_directory(deep));
+  put_text(deep + "/x", "1");
+  put_text(dir.file("a/z"), "2");
+  put_text(dir.file("a/m"), "3");
+  EXPECT_EQ(files::list_directory(dir.file("a")), (std::vector<std::string>{"b", "m", "z"}));
+  EXPECT_TRUE(files::is_regular_file(dir.file("a/z")));
+  EXPECT_FALSE(files::is_regular_file(dir.file("a/b")));
+  EXPECT_THROW(files::create_directories(dir.file("a/z/under-a-file")), IoError);
+  EXPECT_TRUE(files::remove_all(dir.file("a")));
+  EXPECT_FALSE(files::exists(dir.file("a")));
+  EXPECT_TRUE(files::remove_all(dir.file("a")));  // missing is fine
+  EXPECT_THROW(files::list_directory(dir.file("a")), IoError);
+}
+
+// A link inside a tree is removed, never followed: what it points at stays.
+TEST(Files, RemovingATreeNeverFollowsItsLinks) {
+  test::TempDir dir;
+  files::create_directories(dir.file("keep"));
+  put_text(dir.file("keep/precious"), "data");
+  files::create_directories(dir.file("tree"));
+  ASSERT_EQ(::symlink(dir.file("keep").c_str(), dir.file("tree/link").c_str()), 0);
+  ASSERT_EQ(::symlink(dir.file("keep").c_str(), dir.file("top-link").c_str()), 0);
+  EXPECT_TRUE(files::remove_all(dir.file("tree")));
+  EXPECT_TRUE(files::remove_all(dir.file("top-link") + "/"));  // a trailing slash does not follow it either
+  EXPECT_FALSE(files::exists(dir.file("tree")));
+  EXPECT_FALSE(files::exists(dir.file("top-link")));
+  EXPECT_EQ(file_text(dir.file("keep/precious")), "data");
+}
+
+TEST(Files, CopiesRenamesResizesAndRefusesACopyOntoItself) {
+  test::TempDir dir;
+  put_text(dir.file("a"), "hello world");
+  files::copy_file(dir.file("a"), dir.file("b"));
+  EXPECT_EQ(file_text(dir.file("b")), "hello world");
+  EXPECT_THROW(files::copy_file(dir.file("a"), dir.file("a")), IoError);
+  EXPECT_EQ(file_text(dir.file("a")), "hello world");  // not emptied
+  files::resize_file(dir.file("b"), 5);
+  EXPECT_EQ(files::file_size(dir.file("b")), 5u);
+  files::rename(dir.file("b"), dir.file("a"));
+  EXPECT_EQ(file_text(dir.file("a")), "hello");
+  EXPECT_FALSE(files::exists(dir.file("b")));
+  EXPECT_THROW(files::file_size(dir.path()), IoError);
+  EXPECT_TRUE(files::remove(dir.file("a")));
+  EXPECT_FALSE(files::remove(dir.file("a")));
+  EXPECT_THROW(files::rename(dir.file("a"), dir.file("c")), IoError);
+}
+
+// Missing is an answer; a loop of links is an error, as in std::filesystem.
+TEST(Files, QueriesTellMissingFromBroken) {
+  test::TempDir dir;
+  EXPECT_FALSE(files::exists(dir.file("nothing")));
+  EXPECT_FALSE(files::exists(dir.file("nothing/below")));
+  ASSERT_EQ(::symlink(dir.file("l2").c_str(), dir.file("l1").c_str()), 0);
+  ASSERT_EQ(::symlink(dir.file("l1").c_str(), dir.file("l2").c_str()), 0);
+  EXPECT_THROW(files::exists(dir.file("l1")), IoError);
+}
+
+TEST(Files, ParentPaths) {
+  EXPECT_EQ(files::parent_path("a/b"), "a");
+  EXPECT_EQ(files::parent_path("a/b/"), "a");
+  EXPECT_EQ(files::parent_path("a//b"), "a");
+  EXPECT_EQ(files::parent_path("/a"), "/");
+  EXPECT_EQ(files::parent_path("a"), "");
+  EXPECT_EQ(files::parent_path(""), "");
+  EXPECT_EQ(files::read_link("/proc/self/exe").empty(), false);
+}
+
+}  // namespace
+}  // namespace actkit
