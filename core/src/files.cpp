@@ -205,7 +205,7 @@ void copy_file(const std::string& from, const std::string& to) {
 }
 
 std::string temp_directory() {
-  for (const char* name : {"TMPDIR", "TMP", "TEMP", "TEMPDIR"}) {  // as std::filesystem::temp_directory_path
+  for (const char* name : {"TMPDIR", "TMP", "TEMP", "TEMPDIR"}) {  // the variables libstdc++ reads
     const char* base = std::getenv(name);
     if (base != nullptr && *base != '\0') return base;
   }
