@@ -29,6 +29,24 @@ bash scripts/check-layering.sh
 # more), and a full disk shows up as a compiler error.
 df -h --output=avail,target . | sed 's/^/disk: /'
 
+# resumes_bit_for_bit NAME CMD...: CMD run 6 steps straight, and run 4 steps,
+# saved, then resumed to 6, must end with the same losses (steps 5 and 6, and
+# the validation loss). Files go to $b/NAME*.
+resumes_bit_for_bit() {
+  local name=$1
+  shift
+  rm -rf "$b/$name-ckpt"
+  "$@" --steps 6 --json "$b/$name.json"
+  "$@" --steps 4 --save "$b/$name-ckpt"
+  "$@" --steps 6 --resume "$b/$name-ckpt" --json "$b/$name-resumed.json"
+  RUN="$b/$name" python3 - <<'PY'
+import json, os
+run = os.environ["RUN"]
+a, b = json.load(open(run + ".json")), json.load(open(run + "-resumed.json"))
+assert a["train_losses"][4:] == b["train_losses"] and a["val_loss"] == b["val_loss"], (a["train_losses"], b["train_losses"])
+PY
+}
+
 # smoke B: the CLI smoke runs of the build in folder B.
 smoke() {
   local b=$1
@@ -101,35 +119,19 @@ smoke() {
   # Data-parallel at L3: a run resumed from a checkpoint continues bit for bit
   # (the level's controller state travels with the optimizer's; with a
   # constant learning rate the checkpointed run's shorter length changes nothing).
-  rm -rf $b/dpl3-ckpt
-  dpl3="$b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 2 --optimizer onebit-adam
-    --data fortunes --train-limit 64 --batch 4 --warmup-steps 2 --lr 0.001 --lr-schedule constant --level L3
-    --bandwidth 200Mbps"
-  $dpl3 --steps 6 --json $b/dpl3.json
-  $dpl3 --steps 4 --save $b/dpl3-ckpt
-  $dpl3 --steps 6 --resume $b/dpl3-ckpt --json $b/dpl3-resumed.json
-  B=$b python3 - <<'PY'
-import json, os
-d = os.environ["B"]
-a, b = json.load(open(f"{d}/dpl3.json")), json.load(open(f"{d}/dpl3-resumed.json"))
-assert a["train_losses"][4:] == b["train_losses"] and a["val_loss"] == b["val_loss"], (a["train_losses"], b["train_losses"])
-PY
+  resumes_bit_for_bit dpl3 $b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 2 \
+    --optimizer onebit-adam --data fortunes --train-limit 64 --batch 4 --warmup-steps 2 --lr 0.001 \
+    --lr-schedule constant --level L3 --bandwidth 200Mbps
   # The two halves together: 2 stages × 2 replicas, TAH-Quant activations,
   # DirectQ gradients, 1-bit Adam across the replicas; a checkpoint after the
   # freeze, and the resumed run must end where the uninterrupted one ends.
-  rm -rf $b/pdp-ckpt
-  pdp="$b/bin/actkit pipeline --stages 2 --dp 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2
-    --micro-batch-size 2 --codec tah --optimizer onebit-adam --dp-warmup-steps 3 --lr 1e-3 --train-limit 200
-    --validation-batches 1 --bandwidth 200Mbps"
-  $pdp --steps 6 --json $b/pdp.json
-  $pdp --steps 4 --save $b/pdp-ckpt
-  $pdp --steps 6 --resume $b/pdp-ckpt --json $b/pdp-resumed.json
+  resumes_bit_for_bit pdp $b/bin/actkit pipeline --stages 2 --dp 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 \
+    --micro-batches 2 --micro-batch-size 2 --codec tah --optimizer onebit-adam --dp-warmup-steps 3 --lr 1e-3 \
+    --train-limit 200 --validation-batches 1 --bandwidth 200Mbps
   B=$b python3 - <<'PY'
 import json, os
-d = os.environ["B"]
-a, b = json.load(open(f"{d}/pdp.json")), json.load(open(f"{d}/pdp-resumed.json"))
+a = json.load(open(os.environ["B"] + "/pdp.json"))
 assert a["replicas"] == 2 and a["exchange_bytes"] > 0, a
-assert a["train_losses"][4:] == b["train_losses"] and a["val_loss"] == b["val_loss"], (a["train_losses"], b["train_losses"])
 PY
   # AQ-SGD across replicas: each replica reads its own share of the examples,
   # so after the first epoch's full-precision warm-up every micro-batch finds
