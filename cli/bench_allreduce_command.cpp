@@ -66,7 +66,7 @@ void add_bench_allreduce_command(CLI::App& bench) {
     if (GroupConfig::in_env()) {
       run_allreduce_rank(*a);
     } else {
-      launch_local({"bench allreduce", a->argv, a->workers, 0, rank_timeout_seconds(0)});
+      launch_local({"bench allreduce", a->argv, a->workers, 0, rank_timeout_seconds(RankFlags{})});
     }
   });
 }

@@ -1,6 +1,7 @@
 // Small helpers every subcommand uses.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include <cstdint>
@@ -56,6 +57,11 @@ inline void print_no_controller_state(const std::string& who, const std::string&
 }
 
 inline std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
+
+// --json PATH, as every command that reports results declares it.
+inline void add_json_option(CLI::App* command, std::string* path) {
+  command->add_option("--json", *path, "Also write the results as JSON to this file");
+}
 
 // Writes `j` (pretty-printed) to `path`; throws Error if it cannot.
 inline void write_json(const std::string& path, const nlohmann::json& j) {

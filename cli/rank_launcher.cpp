@@ -11,6 +11,7 @@
 #include "actkit/app/process.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/core/errors.h"
+#include "cli_util.h"
 
 namespace actkit::cli {
 namespace {
@@ -39,7 +40,13 @@ void check_results(const RankLaunch& l, const std::vector<app::ProcessResult>& r
 
 }  // namespace
 
-void add_backend_option(CLI::App* command, CommBackend* backend) {
+void add_rank_flags(CLI::App* command, RankFlags* flags) {
+  command->add_option("--port", flags->port, "Port of the rendezvous (default: a free one)")
+      ->check(CLI::Range(0, 65535));
+  command->add_option("--timeout", flags->timeout_s,
+                      "Seconds any rank waits for another before failing (default: ACTKIT_COMM_TIMEOUT, else 300)")
+      ->check(CLI::NonNegativeNumber);
+  CommBackend* backend = &flags->backend;
   command
       ->add_option_function<std::string>(
           "--backend", [backend](const std::string& name) { *backend = parse_comm_backend(name); },
@@ -56,11 +63,20 @@ void add_backend_option(CLI::App* command, CommBackend* backend) {
       ->default_str("gloo");
 }
 
-int rank_timeout_seconds(int flag) {
-  if (flag > 0) return flag;
-  const char* env = std::getenv("ACTKIT_COMM_TIMEOUT");
-  const int v = env != nullptr ? std::atoi(env) : 0;
-  return v > 0 ? v : 300;
+int rank_timeout_seconds(const RankFlags& flags) {
+  if (flags.timeout_s > 0) return flags.timeout_s;
+  return int(comm_timeout_from_env().count());
+}
+
+GroupConfig rank_group(const RankFlags& flags) {
+  GroupConfig g = GroupConfig::from_env();
+  if (flags.timeout_s > 0) g.timeout = std::chrono::seconds(flags.timeout_s);
+  g.backend = flags.backend;
+  return g;
+}
+
+RankLaunch rank_launch(const std::string& command, int ranks, const RankFlags& flags) {
+  return {command, command_line(), ranks, flags.port, rank_timeout_seconds(flags)};
 }
 
 void launch_local(const RankLaunch& l) {

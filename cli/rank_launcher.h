@@ -23,14 +23,28 @@ struct RankLaunch {
   int timeout_s = 300;            // how long a rank may wait on another
 };
 
-// --backend gloo|nccl: the c10d group under the ranks' messages. Checked
-// when the command line is parsed: an unknown name, or nccl in a build
-// without it, is refused before any rank starts.
-void add_backend_option(CLI::App* command, CommBackend* backend);
+// The flags every multi-process command takes, declared once.
+struct RankFlags {
+  int port = 0;       // --port: the rendezvous (0: a free one)
+  int timeout_s = 0;  // --timeout: how long a rank waits for another (0: ACTKIT_COMM_TIMEOUT, else 300)
+  CommBackend backend = CommBackend::kGloo;  // --backend gloo|nccl
+};
 
-// How long a rank waits for another: `flag` (--timeout) when positive,
-// else ACTKIT_COMM_TIMEOUT, else 300 s.
-int rank_timeout_seconds(int flag);
+// Declares --port, --timeout and --backend on `command`, range-checked when
+// the command line is parsed: an unknown backend, or nccl in a build
+// without it, is refused before any rank starts.
+void add_rank_flags(CLI::App* command, RankFlags* flags);
+
+// How long a rank waits for another: --timeout when given, else
+// ACTKIT_COMM_TIMEOUT, else 300 s.
+int rank_timeout_seconds(const RankFlags& flags);
+
+// This process's place in the group (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT from the environment), with the flags' timeout and backend.
+GroupConfig rank_group(const RankFlags& flags);
+
+// The launch of `ranks` ranks of `command` with this command line and flags.
+RankLaunch rank_launch(const std::string& command, int ranks, const RankFlags& flags);
 
 // Runs every rank on loopback and waits. Throws Error naming a rank that
 // failed or was killed.

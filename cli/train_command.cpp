@@ -11,8 +11,10 @@
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
 #include "cli_util.h"
+#include "progress.h"
 #include "commands.h"
 #include "actkit/app/level_memory.h"
+#include "actkit/app/model_defaults.h"
 #include "actkit/app/run_device.h"
 #include "actkit/app/train_driver.h"
 
@@ -23,47 +25,26 @@ struct TrainArgs {
   app::TrainConfig config;
   std::string level = "L3";  // parsed into config.level before the run
   std::string json_path;
+  std::string data;  // empty: the model's default
   bool compare = true;
   bool lr_given = false;
 };
 
-// A progress bar on a terminal; a line every 10% otherwise (CI logs).
-class ProgressPrinter {
- public:
-  ProgressPrinter() : tty_(isatty(STDERR_FILENO) != 0) {}
-  void operator()(const app::TrainProgress& p) {
-    const int pct = int(100 * p.step / p.steps_per_epoch);
-    if (tty_) {
-      const int filled = pct * 30 / 100;
-      fmt::print(stderr, "\repoch {} [{}{}] {:3d}% loss {:.4f}", p.epoch + 1, std::string(size_t(filled), '#'),
-                 std::string(size_t(30 - filled), '.'), pct, p.loss);
-      if (p.step == p.steps_per_epoch) fmt::print(stderr, "\n");
-    } else if (pct / 10 != last_ / 10 || p.step == p.steps_per_epoch) {
-      fmt::print(stderr, "epoch {} {:3d}% loss {:.4f}\n", p.epoch + 1, pct, p.loss);
-    }
-    last_ = p.step == p.steps_per_epoch ? -1 : pct;
-  }
-
- private:
-  bool tty_;
-  int last_ = -1;
-};
-
-
 void run_train(TrainArgs& a) {
   app::TrainConfig& c = a.config;
   // Before the banner: a typo gets only the error.
-  const bool text = find_model(c.model).task == Task::kLanguageModel;
-  if (text) {
-    if (c.data == "fashion-mnist") c.data = "fortunes";  // the default data, for a model that reads text
-    if (!a.lr_given) c.lr = 1e-3;                        // AdamW's, not SGD's
-  }
+  const bool text = app::is_language_model(c.model);
+  if (!a.data.empty()) c.data = app::parse_data_set(a.data);
+  if (text && !a.lr_given) c.lr = 1e-3;  // AdamW's, not SGD's
   c.level = parse_level(a.level);
   app::parse_run_device(c.device, "train");
-  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", c.model, c.data, c.level.spec, c.epochs, c.batch,
+  const std::string data = app::to_string(app::training_data_set(c));
+  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", c.model, data, c.level.spec, c.epochs, c.batch,
              c.device == "cpu" ? "" : ", on " + c.device);
-  ProgressPrinter progress;
-  const app::TrainResult r = app::run_training(c, std::ref(progress));
+  ProgressDisplay progress;
+  const app::TrainResult r = app::run_training(c, [&](const app::TrainProgress& p) {
+    progress.show(fmt::format("epoch {} step", p.epoch + 1), p.step, p.steps_per_epoch, p.loss, "");
+  });
   if (text) {
     fmt::print("validation loss {:.4f}  train loss {:.4f}  step {:.1f} ms  peak {}\n", r.final_validation_loss,
                r.final_train_loss, r.step_time_ms, mib(r.peak_bytes));
@@ -74,7 +55,7 @@ void run_train(TrainArgs& a) {
   if (!c.save.empty()) fmt::print("weights saved to {}\n", c.save);
 
   nlohmann::json j{{"model", c.model},
-                   {"data", c.data},
+                   {"data", data},
                    {"level", c.level.spec},
                    {"device", r.device},
                    {"epochs", c.epochs},
@@ -101,20 +82,9 @@ void run_train(TrainArgs& a) {
     // One training step of the same model and batch at L0, for the saving.
     app::LevelMemoryConfig m;
     m.model = c.model;
-    m.options.num_classes = 10;
-    m.options.in_channels = 1;
-    m.options.patch_size = 4;
+    m.options = app::training_model_options(c.model, c.shape);
     m.batch = c.batch;
-    m.length = 28;
-    if (text) {
-      m.options.vocab_size = 256;
-      m.options.layers = c.layers;
-      m.options.hidden = c.hidden;
-      m.options.heads = c.heads;
-      m.options.dropout = c.dropout;
-      m.options.max_positions = std::max<int64_t>(1024, c.seq_len);
-      m.length = c.seq_len;
-    }
+    m.length = text ? c.shape.seq_len : 28;
     m.levels = {level_preset("L0")};
     m.steps = 1;
     m.seed = c.seed;
@@ -137,17 +107,17 @@ void add_train_command(CLI::App& app) {
   CLI::App* train =
       app.add_subcommand("train", "Train a zoo CNN on Fashion-MNIST, or GPT-2 on text, at a level");
   train->add_option("--model", c.model, "Zoo model: an image classifier, or gpt2 for text")->capture_default_str();
-  train->add_option("--data", c.data, "fashion-mnist or synthetic (images); fortunes or synthetic (gpt2)")
-      ->check(CLI::IsMember({"fashion-mnist", "synthetic", "fortunes"}))
-      ->capture_default_str();
+  train->add_option("--data", a->data,
+                    "fashion-mnist or synthetic (images); fortunes or synthetic (gpt2) (default: the first)")
+      ->check(CLI::IsMember({"fashion-mnist", "synthetic", "fortunes"}));
   train->add_option("--data-dir", c.data_dir,
                     "Fashion-MNIST IDX directory, or the text file/directory (default: the Debian package's)");
-  train->add_option("--layers", c.layers, "gpt2: transformer blocks")->capture_default_str();
-  train->add_option("--hidden", c.hidden, "gpt2: hidden size")->capture_default_str();
-  train->add_option("--heads", c.heads, "gpt2: attention heads")->capture_default_str();
-  train->add_option("--seq-len", c.seq_len, "gpt2: tokens (bytes) per example")->check(CLI::PositiveNumber)
+  train->add_option("--layers", c.shape.layers, "gpt2: transformer blocks")->capture_default_str();
+  train->add_option("--hidden", c.shape.hidden, "gpt2: hidden size")->capture_default_str();
+  train->add_option("--heads", c.shape.heads, "gpt2: attention heads")->capture_default_str();
+  train->add_option("--seq-len", c.shape.seq_len, "gpt2: tokens (bytes) per example")->check(CLI::PositiveNumber)
       ->capture_default_str();
-  train->add_option("--dropout", c.dropout, "gpt2: dropout")->capture_default_str();
+  train->add_option("--dropout", c.shape.dropout, "gpt2: dropout")->capture_default_str();
   train->add_option("--save", c.save, "Write the trained weights to this file (torch.save state dict)");
   train->add_option("--resume", c.resume, "Start from the weights in this file (a state dict)");
   train->add_option("--level", a->level, "Level, e.g. L0, L3 or L3:bits=1.5")->capture_default_str();
@@ -162,7 +132,7 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str()
       ->each([a](const std::string&) { a->lr_given = true; });
-  train->add_option("--json", a->json_path, "Also write the results as JSON to this file");
+  add_json_option(train, &a->json_path);
   train->add_flag("!--no-compare", a->compare, "Skip the L0 memory comparison step");
   train->callback([a] { run_train(*a); });
 }

@@ -20,8 +20,8 @@ declare -A allowed=(
   [comm]="comm swap core kernels"
   [pipeline]="pipeline comm models converters layers allocator swap core kernels"
   [optim]="optim comm core kernels"
-  [app]="app models converters layers allocator swap core kernels"
-  [bench]="bench app comm models converters layers allocator swap core kernels"
+  [app]="app pipeline optim comm models converters layers allocator swap core kernels"
+  [bench]="bench app pipeline optim comm models converters layers allocator swap core kernels"
   [cli]="cli pipeline optim comm bench app models converters layers allocator swap core kernels"
 )
 

@@ -25,7 +25,6 @@
 #include "actkit/optim/lamb.h"
 #include "actkit/pipeline/replica_groups.h"
 #include "actkit/pipeline/stage_runner.h"
-#include "actkit/pipeline/synthetic_source.h"
 #include "pipeline_test_model.h"
 
 using namespace actkit;
@@ -43,7 +42,7 @@ int main(int argc, char** argv) {
     pipeline::PipelineConfig c = test_pipeline_config(stages);
     c.replicas = replicas;
     c.micro_batches = std::stoi(argv[3]);
-    c.optimizer = name;
+    c.replicated_optimizer = name;
     c.lr = 1e-3;
     const bool onebit = name.rfind("onebit-", 0) == 0;
     const std::string algorithm = onebit ? name.substr(7) : name;
@@ -55,9 +54,8 @@ int main(int argc, char** argv) {
       if (algorithm == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions(c.lr), exchange);
       return std::make_unique<optim::Lamb>(params, optim::LambOptions(c.lr), exchange);
     };
-    pipeline::SyntheticSource all(c.micro_batch_size, c.seq_len, c.model_options.vocab_size, c.seed, 2, 0,
-                                  c.micro_batches * replicas);
-    pipeline::ReplicaShare share(all, groups.replica, c.micro_batches);
+    TestBatches all = test_batches(c, 0, c.micro_batches * replicas);
+    pipeline::ReplicaShare share(*all.batches, groups.replica, c.micro_batches);
     pipeline::StageRunner runner(*groups.pipeline, c, share, "", false, replication);
     std::ofstream losses;
     if (groups.stage == 0) losses.open(out + "/losses-replica" + std::to_string(groups.replica));

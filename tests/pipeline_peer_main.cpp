@@ -23,7 +23,6 @@
 
 #include "actkit/comm/communicator.h"
 #include "actkit/pipeline/stage_runner.h"
-#include "actkit/pipeline/synthetic_source.h"
 #include "pipeline_test_model.h"
 
 using namespace actkit;
@@ -45,9 +44,9 @@ int main(int argc, char** argv) {
     const std::string codec = argv[2], out = argv[6];
     pipeline::PipelineConfig c = test_pipeline_config(comm.world_size());
     c.schedule = pipeline::parse_schedule(argv[1]);
-    c.forward_codec = pipeline::parse_boundary_codec(codec, std::stoi(argv[3]));
-    const bool compressed = codec == "tah" || codec == "aqsgd";
-    c.backward_codec = pipeline::parse_boundary_codec(compressed ? "directq" : codec, std::stoi(argv[4]));
+    const pipeline::BoundaryCodecs codecs = pipeline::boundary_codecs(codec, std::stoi(argv[3]), std::stoi(argv[4]), false);
+    c.forward_codec = codecs.forward;
+    c.backward_codec = codecs.backward;
     if (argc > 7) c.level = parse_level(argv[7]);
     const bool aqsgd = codec == "aqsgd";
     const int64_t pool = std::stoll(env_or("PEER_POOL", aqsgd ? "16" : "0"));
@@ -60,9 +59,8 @@ int main(int argc, char** argv) {
     const int64_t save_step = save_at.empty() ? -1 : std::stoll(save_at.substr(0, save_at.find(':')));
     const std::string save_dir = save_at.empty() ? "" : save_at.substr(save_at.find(':') + 1);
 
-    pipeline::SyntheticSource data(c.micro_batch_size, c.seq_len, c.model_options.vocab_size, c.seed, 2, pool,
-                                   c.micro_batches);
-    pipeline::StageRunner runner(comm, c, data, resume.empty() ? (argc > 8 ? argv[8] : "") : resume, !resume.empty());
+    TestBatches data = test_batches(c, pool, c.micro_batches);
+    pipeline::StageRunner runner(comm, c, *data.batches, resume.empty() ? (argc > 8 ? argv[8] : "") : resume, !resume.empty());
     std::ofstream losses;
     if (comm.rank() == 0) losses.open(out + "/losses");
     const int64_t steps = std::stoi(argv[5]);

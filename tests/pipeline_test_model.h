@@ -2,6 +2,10 @@
 // the test and the stage processes it starts.
 #pragma once
 
+#include <memory>
+
+#include "actkit/app/pipeline_batches.h"
+#include "actkit/app/training_data.h"
 #include "actkit/pipeline/pipeline_config.h"
 
 namespace actkit {
@@ -22,10 +26,31 @@ inline pipeline::PipelineConfig test_pipeline_config(int stages) {
   // SGD: Adam divides each gradient by its own running size, so on the
   // entries whose gradient is rounding noise (the key bias's, zero in exact
   // arithmetic) it turns a difference in the last bit into a whole step.
-  c.optimizer = "sgd";
+  c.optimizer = pipeline::StageOptimizer::kSgd;
   c.lr = 0.05;
   c.seed = 7;
   return c;
+}
+
+// The tests' data: random tokens, a pool of `pool` examples seen in turn
+// (0: every example new), dealt as `micro_batches` micro-batches a step in
+// `shares` runs (one per replica), with 2 validation micro-batches.
+struct TestBatches {
+  std::unique_ptr<app::TrainingData> data;
+  std::unique_ptr<app::PipelineBatches> batches;
+};
+inline TestBatches test_batches(const pipeline::PipelineConfig& c, int64_t pool, int micro_batches, int shares = 1) {
+  app::DataOptions o;
+  o.set = app::DataSet::kSynthetic;
+  o.text = true;
+  o.seq_len = c.seq_len;
+  o.vocab = c.model_options.vocab_size;
+  o.train_limit = pool;
+  o.seed = c.seed;
+  TestBatches t;
+  t.data = app::TrainingData::open(o);
+  t.batches = std::make_unique<app::PipelineBatches>(*t.data, c.micro_batch_size, micro_batches, shares, 2);
+  return t;
 }
 
 }  // namespace actkit

@@ -21,7 +21,6 @@
 #include "actkit/pipeline/boundary_codec.h"
 #include "actkit/pipeline/schedule.h"
 #include "actkit/pipeline/stage_split.h"
-#include "actkit/pipeline/synthetic_source.h"
 #include "peer_ranks.h"
 #include "pipeline_test_model.h"
 
@@ -74,10 +73,15 @@ TEST(PipelineSchedule, OneFOneBHoldsAtMostStagesMicroBatches) {
 // micro-batches cycles through the pool's ids r, r + shares, ..., each once
 // per epoch of the share, and an example has the same tokens wherever it is
 // drawn (AQ-SGD keys m(ξ) by the id and must see the same sequence).
-TEST(SyntheticSource, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
+TEST(PipelineBatches, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
   const int64_t batch = 3, pool = 24;
   const int micro_batches = 2, shares = 2;
-  pipeline::SyntheticSource data(batch, 8, 256, 5, 1, pool, micro_batches, shares);
+  pipeline::PipelineConfig c = test_pipeline_config(1);
+  c.micro_batch_size = batch;
+  c.seq_len = 8;
+  c.seed = 5;
+  TestBatches t = test_batches(c, pool, micro_batches, shares);
+  pipeline::BatchSource& data = *t.batches;
   const int64_t share_size = pool / shares;
   const int64_t steps_per_epoch = share_size / (micro_batches * batch);  // 2
   std::map<int64_t, at::Tensor> tokens;
@@ -110,24 +114,18 @@ TEST(SyntheticSource, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
   }
   EXPECT_THROW(data.train_batch(0, micro_batches * shares), InvalidInput);
   EXPECT_THROW(data.train_batch(-1, 0), InvalidInput);
-  EXPECT_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 1, micro_batches, shares), InvalidInput);
-  // Without a pool: fresh ids, distinct across steps, and indices a step can hold.
-  pipeline::SyntheticSource fresh(batch, 8, 256, 5);
+  EXPECT_THROW(test_batches(c, 1, micro_batches, shares), InvalidInput);  // a pool of 1 for 2 shares
+  // Without a pool: fresh ids, distinct across steps, micro-batches and shares.
+  TestBatches fresh = test_batches(c, 0, 1024, 2);
   std::set<int64_t> ids;
   for (int64_t step = 0; step < 3; ++step) {
-    for (int index : {0, 1, pipeline::SyntheticSource::kMaxFreshMicroBatches - 1}) {
-      for (int64_t id : fresh.train_batch(step, index).example_ids) EXPECT_TRUE(ids.insert(id).second) << id;
+    for (int index : {0, 1, 1023, 1024, 2047}) {
+      for (int64_t id : fresh.batches->train_batch(step, index).example_ids) EXPECT_TRUE(ids.insert(id).second) << id;
     }
   }
-  EXPECT_THROW(fresh.train_batch(0, -1), InvalidInput);
-  EXPECT_THROW(fresh.train_batch(0, pipeline::SyntheticSource::kMaxFreshMicroBatches), InvalidInput);
-  EXPECT_THROW(fresh.train_batch(-1, 0), InvalidInput);
-  // More fresh micro-batches a step than ids allow are refused when the
-  // source is made, not at the first step: 513 x 2 replicas, and 1025 x 1.
-  EXPECT_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 0, 513, 2), InvalidInput);
-  EXPECT_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 0, 1025, 1), InvalidInput);
-  EXPECT_NO_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 0, 512, 2));
-  EXPECT_NO_THROW(pipeline::SyntheticSource(batch, 8, 256, 5, 1, 64, 513, 2));  // a pool has no such limit
+  EXPECT_THROW(fresh.batches->train_batch(0, -1), InvalidInput);
+  EXPECT_THROW(fresh.batches->train_batch(0, 2048), InvalidInput);
+  EXPECT_THROW(fresh.batches->train_batch(-1, 0), InvalidInput);
 }
 
 TEST(StageSplit, MinimizesTheLargestStage) {
@@ -256,7 +254,8 @@ std::shared_ptr<ZooModel> train_reference(int steps, std::vector<double>& losses
   model->train();
   torch::optim::SGD opt(model->parameters(),
                         torch::optim::SGDOptions(c.lr).momentum(0.9).weight_decay(c.weight_decay));
-  pipeline::SyntheticSource data(c.micro_batch_size, c.seq_len, c.model_options.vocab_size, c.seed);
+  TestBatches t = test_batches(c, 0, c.micro_batches);
+  pipeline::BatchSource& data = *t.batches;
   for (int step = 0; step < steps; ++step) {
     opt.zero_grad();
     double loss_sum = 0;

@@ -65,6 +65,12 @@ void GroupConfig::validate() const {
   }
 }
 
+std::chrono::seconds comm_timeout_from_env() {
+  const long s = env_int("ACTKIT_COMM_TIMEOUT", 300, false);
+  if (s <= 0) throw InvalidInput(c10::str("environment variable ACTKIT_COMM_TIMEOUT=", s, ": seconds, > 0"));
+  return std::chrono::seconds(s);
+}
+
 bool GroupConfig::in_env() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
 
 GroupConfig GroupConfig::from_env() {
@@ -73,7 +79,7 @@ GroupConfig GroupConfig::from_env() {
   c.world_size = int(env_int("WORLD_SIZE", 1, true));
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') c.master_addr = addr;
   c.master_port = int(env_int("MASTER_PORT", 29500, false));
-  c.timeout = std::chrono::seconds(env_int("ACTKIT_COMM_TIMEOUT", 300, false));
+  c.timeout = comm_timeout_from_env();
   if (const char* b = std::getenv("ACTKIT_COMM_BACKEND"); b != nullptr && *b != '\0') c.backend = parse_comm_backend(b);
   c.validate();
   return c;

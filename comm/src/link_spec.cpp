@@ -10,6 +10,14 @@
 #include "actkit/core/errors.h"
 
 namespace actkit {
+
+const char* to_string(LinkMode mode) { return mode == LinkMode::kKernel ? "kernel" : "process"; }
+
+LinkMode parse_link_mode(const std::string& text) {
+  if (text == "process") return LinkMode::kProcess;
+  if (text == "kernel") return LinkMode::kKernel;
+  throw InvalidInput("--link " + text + ": expected process (paced here) or kernel (tc in network namespaces)");
+}
 namespace {
 
 // Splits "100Mbps" into 100 and "Mbps"; false when no number leads.

@@ -41,6 +41,17 @@ BoundaryCodec parse_boundary_codec(const std::string& name, int bits) {
   throw InvalidInput(c10::str("codec '", name, "': expected fp32, fp16, directq, tah or aqsgd"));
 }
 
+BoundaryCodecs boundary_codecs(const std::string& name, int fw_bits, int bw_bits, bool stochastic) {
+  BoundaryCodecs c;
+  c.forward = parse_boundary_codec(name, fw_bits);
+  const bool compressed = c.forward.kind == BoundaryCodec::kDirectQ || c.forward.kind == BoundaryCodec::kTah ||
+                          c.forward.kind == BoundaryCodec::kAqsgd;
+  c.backward = parse_boundary_codec(compressed ? "directq" : name, bw_bits);
+  c.forward.stochastic = stochastic && c.forward.kind != BoundaryCodec::kTah;
+  c.backward.stochastic = stochastic && c.backward.kind == BoundaryCodec::kDirectQ;
+  return c;
+}
+
 std::vector<uint8_t> encode_boundary(const at::Tensor& x, const BoundaryCodec& codec, uint64_t seed) {
   switch (codec.kind) {
     case BoundaryCodec::kFp32: return encode_raw(x, at::kFloat).serialize();

@@ -6,6 +6,18 @@
 
 namespace actkit::pipeline {
 
+const char* to_string(StageOptimizer optimizer) { return optimizer == StageOptimizer::kSgd ? "sgd" : "adamw"; }
+
+StageOptimizer parse_stage_optimizer(const std::string& name) {
+  if (name == "adamw") return StageOptimizer::kAdamW;
+  if (name == "sgd") return StageOptimizer::kSgd;
+  throw InvalidInput(c10::str("optimizer '", name, "': expected adamw or sgd"));
+}
+
+std::string PipelineConfig::optimizer_name() const {
+  return replicated_optimizer.empty() ? to_string(optimizer) : replicated_optimizer;
+}
+
 void PipelineConfig::validate() const {
   if (stages < 1) throw InvalidInput(c10::str("stages must be >= 1, got ", stages));
   if (micro_batches < 1) throw InvalidInput(c10::str("micro-batches must be >= 1, got ", micro_batches));
@@ -18,15 +30,11 @@ void PipelineConfig::validate() const {
   if (in_flight != 0 && in_flight < stages) {
     throw InvalidInput(c10::str("in flight: at least the number of stages (", stages, "), or 0, got ", in_flight));
   }
-  if (optimizer.empty()) throw InvalidInput("optimizer: no name given");
   if (replicas < 1) throw InvalidInput(c10::str("replicas must be >= 1, got ", replicas));
   const size_t links = size_t(stages - 1);
   if ((!forward_links.empty() && forward_links.size() != links) ||
       (!backward_links.empty() && backward_links.size() != links)) {
     throw InvalidInput(c10::str("give one link per boundary: ", links, " for ", stages, " stages"));
-  }
-  if (link_mode != "process" && link_mode != "kernel") {
-    throw InvalidInput(c10::str("link mode '", link_mode, "': expected process or kernel"));
   }
   if (backward_codec.kind == BoundaryCodec::kAqsgd) {
     throw InvalidInput("aqsgd compresses activations; gradients go back as directq (--bw-bits)");
@@ -66,9 +74,9 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
                                  " check=", buffers.check)},
       {"level", level.spec},
       {"balance", balance == BalanceBy::kTime ? "time" : "params"},
-      {"optimizer", c10::str(optimizer, " lr=", lr, " wd=", weight_decay)},
+      {"optimizer", c10::str(optimizer_name(), " lr=", lr, " wd=", weight_decay)},
       {"seed", std::to_string(seed)},
-      {"links", links_text(forward_links) + "|" + links_text(backward_links) + "|" + link_mode},
+      {"links", links_text(forward_links) + "|" + links_text(backward_links) + "|" + to_string(link_mode)},
       {"run", run},
   };
 }

@@ -3,30 +3,32 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "actkit/app/model_defaults.h"
+#include "actkit/app/training_data.h"
 #include "actkit/core/level.h"
 
 namespace actkit::app {
 
 struct TrainConfig {
   std::string model = "resnet18";
-  // Image classifiers: "fashion-mnist" or "synthetic". Language models:
-  // "fortunes" (app/text_corpus.h) or "synthetic" (random bytes).
-  std::string data = "fashion-mnist";
+  // Image classifiers: fashion-mnist or synthetic. Language models:
+  // fortunes (app/text_corpus.h) or synthetic (random tokens). Unset:
+  // fashion-mnist, or fortunes for a language model.
+  std::optional<DataSet> data;
   std::string data_dir;                // default: the Debian package's directory (or file, for text)
   LevelConfig level = level_preset("L3");
   int epochs = 1;
   int64_t batch = 64;
   uint64_t seed = 0;
   int64_t train_limit = 0;  // first N training examples; 0 = all
-  double lr = 0.05;         // SGD, momentum 0.9, cosine decay to 0 over the run
+  double lr = 0.05;         // SGD, momentum 0.9, cosine decay to 0 over the run (language models: AdamW)
   std::string device = "cpu";  // or "cuda[:N]": model and batches there, data kept on the host
-  // Language models (gpt2): the shape, byte-level vocabulary of 256, AdamW
-  // at `lr` with cosine decay; the defaults are actkit pipeline's, so its
-  // --init reads what --save writes here.
-  int64_t layers = 4, hidden = 128, heads = 4, seq_len = 128;
-  double dropout = 0.0;
+  // Language models (gpt2): the shape; the defaults are actkit pipeline's,
+  // so its --init reads what --save writes here.
+  LanguageModelShape shape;
   std::string save;    // write the trained weights here (torch.save state dict)
   std::string resume;  // start from these weights (a state dict; the optimizer starts afresh)
 };
@@ -52,8 +54,14 @@ struct TrainResult {
   int64_t test_examples = 0;
 };
 
+// The data set a run of `config` reads: config.data, or the model's default.
+DataSet training_data_set(const TrainConfig& config);
+
 // Trains on config.device and evaluates on the test split (language
-// models: the validation text) after every epoch. `on_progress` (may be empty) is called after each step. Throws
+// models: the validation text) after every epoch. Epoch e takes the
+// examples at positions e·n .. (e + 1)·n - 1 of TrainingData's stream (n
+// training examples; the last batch may be short). `on_progress` (may be
+// empty) is called after each step. Throws
 // actkit::InvalidInput for an unknown model, level, device or data set, a
 // missing data directory, or non-positive epochs/batch.
 TrainResult run_training(const TrainConfig& config, const std::function<void(const TrainProgress&)>& on_progress);

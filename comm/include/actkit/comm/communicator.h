@@ -46,6 +46,8 @@ struct CollectiveStats {
 class Communicator {
  public:
   static constexpr int kMaxChannels = 16;
+  // Every message carries its size ahead of it (ChannelStats::bytes counts it).
+  static constexpr int64_t kMessageHeaderBytes = 8;
   // Largest message accepted from a peer (a size above it is a corrupt
   // stream, not a request to allocate): 16 GiB.
   static constexpr int64_t kMaxMessageBytes = int64_t(1) << 34;

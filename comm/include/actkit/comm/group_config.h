@@ -46,6 +46,11 @@ struct GroupConfig {
   static bool in_env();
 };
 
+// ACTKIT_COMM_TIMEOUT (whole seconds, > 0) when set, else 300 s: the one
+// reading of it, for GroupConfig::from_env and the launchers. Throws
+// InvalidInput for a malformed or non-positive value.
+std::chrono::seconds comm_timeout_from_env();
+
 // A TCP port on 127.0.0.1 that nothing listens on right now (the kernel
 // picks it), for a launcher that starts every rank on this machine; 29500
 // when none can be had. Another program may take it before the group does.

@@ -11,6 +11,14 @@
 
 namespace actkit {
 
+// How links are emulated: paced inside the process (LinkPacer) or shaped
+// by the kernel (tc in network namespaces; the latency is still added
+// in-process, as there is no netem).
+enum class LinkMode { kProcess, kKernel };
+const char* to_string(LinkMode mode);  // "process", "kernel"
+// Throws InvalidInput naming the accepted values.
+LinkMode parse_link_mode(const std::string& text);
+
 struct LinkSpec {
   double bits_per_second = 0;  // 0: unlimited
   double latency_seconds = 0;

@@ -29,6 +29,17 @@ struct BoundaryCodec {
 // for fp32/fp16). Throws InvalidInput naming what is wrong.
 BoundaryCodec parse_boundary_codec(const std::string& name, int bits);
 
+// Both directions of a boundary from the codec the user names: compressed
+// activations (directq, tah, aqsgd) go with DirectQ gradients at `bw_bits`
+// (as AQ-SGD and TAH-Quant send them); fp32 and fp16 send gradients as they
+// send activations. `stochastic` applies to what DirectQ rounds (directq
+// and aqsgd activations, DirectQ gradients); tah rounds to nearest. The one
+// place this rule lives. Throws InvalidInput as parse_boundary_codec does.
+struct BoundaryCodecs {
+  BoundaryCodec forward, backward;
+};
+BoundaryCodecs boundary_codecs(const std::string& name, int fw_bits, int bw_bits, bool stochastic);
+
 // Encodes `x` (a float tensor) and serializes it. aqsgd encodes what it is
 // given, the delta, as per-channel DirectQ (AqsgdBoundary keeps the state). `seed` drives stochastic
 // rounding. Throws InvalidInput for what the codec refuses (NaN/Inf, ...).

@@ -19,6 +19,18 @@
 
 namespace actkit::pipeline {
 
+// The optimizer a stage makes for itself (no Replication::make_optimizer).
+enum class StageOptimizer {
+  kAdamW,  // LibTorch's AdamW
+  kSgd,    // LibTorch's SGD with momentum 0.9 (kSgdMomentum)
+};
+const char* to_string(StageOptimizer optimizer);  // "adamw", "sgd"
+// Throws InvalidInput naming the accepted values.
+StageOptimizer parse_stage_optimizer(const std::string& name);
+// The common choice for SGD on transformers and CNNs alike; fixed so that
+// every stage and every resumed run steps alike.
+constexpr double kSgdMomentum = 0.9;
+
 struct PipelineConfig {
   std::string model = "gpt2";
   ModelOptions model_options;  // vocab_size 256 and max_positions = seq_len for the byte corpus
@@ -36,22 +48,25 @@ struct PipelineConfig {
   // Data-parallel copies of the whole pipeline (`actkit pipeline --dp`):
   // replica r runs stage s as rank r·stages + s, on its own share of the data.
   int replicas = 1;
-  // "adamw" (the default) or "sgd" (momentum 0.9), which StageRunner makes;
-  // any other name is the optimizer the caller's Replication::make_optimizer
-  // makes (compared across ranks as text).
-  std::string optimizer = "adamw";
+  // What StageRunner makes without a Replication::make_optimizer.
+  StageOptimizer optimizer = StageOptimizer::kAdamW;
+  // With Replication::make_optimizer: the name of what it makes ("onebit-adam",
+  // ...), compared across ranks and checkpoints in place of `optimizer`.
+  std::string replicated_optimizer;
   double lr = 3e-4;
   double weight_decay = 0.01;
   uint64_t seed = 1;
   // Emulated links, one per boundary (stages - 1 of each; empty: unlimited).
   std::vector<LinkSpec> forward_links, backward_links;
-  std::string link_mode = "process";  // "process" (paced here) or "kernel" (tc shapes the sockets)
+  LinkMode link_mode = LinkMode::kProcess;
   // What else every rank must agree on, as the caller states it: the data,
   // the number of steps and validation batches, ... (compared as text).
   std::string run;
 
   // Throws InvalidInput naming the first setting out of range.
   void validate() const;
+  // The optimizer's name as facts() and checkpoints state it.
+  std::string optimizer_name() const;
   // The settings every rank must agree on, as (name, value) text.
   std::vector<std::pair<std::string, std::string>> facts() const;
 };

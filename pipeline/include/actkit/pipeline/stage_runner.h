@@ -13,48 +13,19 @@
 
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/comm/communicator.h"
-#include "actkit/converters/convert.h"
 #include "actkit/pipeline/batch_source.h"
 #include "actkit/pipeline/pipeline_config.h"
+#include "actkit/pipeline/stage_boundaries.h"
+#include "actkit/pipeline/stage_checkpoint.h"
+#include "actkit/pipeline/stage_model.h"
+#include "actkit/pipeline/stage_reports.h"
 
 namespace actkit::pipeline {
 
-// Message channels between stages.
-enum Channel : int {
-  kActivations = 0,  // stage s -> s + 1
-  kGradients = 1,    // stage s + 1 -> s
-  kTiedGradients = 2,  // between the stages that share a parameter
-  kReports = 3,      // to rank 0: losses and the end-of-run summary
-  kBufferChecks = 4,  // aqsgd: the two sides of a boundary compare their m(ξ)
-};
-
 // What rank 0 knows after a step.
 struct StepReport {
-  double loss = 0;        // mean training loss over the step's micro-batches
-  double seconds = 0;     // wall time of the step on this rank
-};
-
-// One directed link's traffic over the whole run.
-struct LinkReport {
-  int from = 0, to = 0;
-  bool forward = true;
-  int64_t bytes = 0;       // sent, size headers included
-  double wait_seconds = 0;  // the receiver's time blocked on it
-  int64_t raw_bytes = 0;    // what fp32 would have sent for the same tensors
-};
-
-struct StageSummary {
-  int stage = 0;
-  int first_piece = 0, end_piece = 0;
-  int64_t parameters = 0;
-  int64_t peak_memory_bytes = 0;
-  int64_t tied_bytes = 0;  // sent to exchange a shared parameter's gradient (GPT-2's tied embedding)
-  // aqsgd: this stage's buffer stores (one per boundary side it holds), summed.
-  int64_t buffer_bytes_stored = 0;
-  int64_t buffer_bytes_per_example = 0;  // one side's m(ξ) of one example
-  int64_t buffer_bytes_read = 0, buffer_bytes_written = 0;  // file traffic
-  double buffer_wait_seconds = 0;
-  int64_t exchange_bytes = 0;  // replicas: what the optimizers' exchanges sent (Replication::exchange_bytes)
+  double loss = 0;     // mean training loss over the step's micro-batches
+  double seconds = 0;  // wall time of the step on this rank
 };
 
 // Data parallelism across pipelines (PipelineConfig::replicas > 1): this
@@ -71,7 +42,7 @@ struct Replication {
   // every stage holding a shared parameter then exchanges exactly the same
   // values and its copies stay equal bit for bit, whatever the exchange
   // (a 1-bit one included). Unset: AdamW or SGD (config.optimizer), and
-  // config.replicas must be 1.
+  // config.replicas must be 1; set: config.replicated_optimizer names it.
   std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)> make_optimizer;
   // What the optimizers' exchanges put on this rank's wire so far (bytes),
   // for the reports; unset: 0.
@@ -99,16 +70,16 @@ class StageRunner {
               bool resume = false, Replication replication = {});
   ~StageRunner();
 
-  int stage() const { return stage_; }
-  int replica() const { return replication_.index; }
+  int stage() const { return at_.stage; }
+  int replica() const { return at_.replica; }
   int64_t start_step() const { return start_step_; }
   // False after a resume from a checkpoint saved before checkpoints held
   // the level's controller state: the level then started afresh.
   bool controller_state_restored() const { return controller_state_restored_; }
-  bool first() const { return stage_ == 0; }
-  bool last() const { return stage_ == config_.stages - 1; }
-  const std::vector<int>& bounds() const { return bounds_; }
-  const std::vector<ModelPiece>& pieces() const { return pieces_; }
+  bool first() const { return at_.first(); }
+  bool last() const { return at_.last(config_); }
+  const std::vector<int>& bounds() const { return model_->bounds(); }
+  const std::vector<ModelPiece>& pieces() const { return model_->pieces(); }
 
   // One training step at learning rate `lr`: the schedule's forwards and
   // backwards over config.micro_batches micro-batches, the shared-parameter
@@ -122,13 +93,10 @@ class StageRunner {
   // once).
   double validate();
 
-  // Checkpoints this stage after `steps` training steps: its parameters to
-  // `dir`/stage<s>of<K>.pt (torch.save format, full parameter names; with
-  // replicas, replica 0 writes it), its optimizer state and step count to
-  // `dir`/optimizer-stage<s>of<K>.pt (with N replicas, one file per replica:
-  // optimizer-stage<s>of<K>-replica<r>of<N>.pt, as a 1-bit optimizer's
-  // errors are the rank's own), and its aqsgd buffers (both sides of a
-  // boundary at the same step, then compared). Every rank must call it.
+  // Checkpoints this stage after `steps` training steps to `dir`
+  // (StageCheckpoint: parameters, optimizer state, step count, the level's
+  // state) and its aqsgd buffers (both sides of a boundary at the same
+  // step, then compared). Every rank must call it.
   // Throws Error if it cannot be written, CommError if a boundary's two
   // sides disagree.
   void save(const std::string& dir, int64_t steps);
@@ -145,44 +113,28 @@ class StageRunner {
   std::pair<std::vector<LinkReport>, std::vector<StageSummary>> gather_reports();
 
  private:
-  at::Tensor run_pieces(const at::Tensor& input);
+  // The forward of micro-batch `index`: its input from the data (stage 0)
+  // or stage - 1, this stage's pieces, then the loss (the last stage,
+  // divided by `loss_divisor`) or the activations sent to stage + 1. Training
+  // (`step` >= 0) and validation (`step` < 0: validation batch `index`)
+  // share it. Returns (input, output); the input requires grad in training.
+  std::pair<at::Tensor, at::Tensor> forward(int64_t step, int64_t index, double loss_divisor);
+  void backward(int64_t step, int micro_batch, const at::Tensor& input, const at::Tensor& output);
   void exchange_tied_gradients(int64_t step);
-  uint64_t rounding_seed(int64_t step, int micro_batch, int direction) const;
-  std::string boundary(int from, int to) const;
-  uint64_t buffer_seed(int64_t step, int micro_batch, int boundary) const;  // the same on both sides
   void prefetch_buffers(int64_t step, int micro_batch);
-  // Both sides of each aqsgd boundary compare their stores' checkpoints.
-  // An error text (opening or saving a store failed) is sent in place of
-  // the state, so both sides fail with it. Throws CommError.
-  void compare_buffer_checkpoints(const std::string& when, const std::string& send_error,
-                                  const std::string& recv_error);
-  // Reads the optimizer state and step count save() wrote, after checking
-  // that they belong with the parameter file beside them and that this
-  // run's settings are the saved run's. Throws FormatError.
-  void load_optimizer(const std::string& dir);
-  void save_buffers(int64_t steps);
-  std::string optimizer_file(const std::string& dir) const;
-  std::string store_name(int from, int to, const char* side) const;
-  int64_t boundary_limit() const;  // most bytes a boundary message may announce
+  void make_optimizers();
 
   Communicator& comm_;
   PipelineConfig config_;
   BatchSource& data_;
-  int stage_ = 0;
-  std::shared_ptr<ZooModel> model_;
-  ConvertResult converted_;
-  std::vector<ModelPiece> all_pieces_;
-  std::vector<ModelPiece> pieces_;  // this stage's
-  std::vector<int> bounds_;
-  std::vector<std::string> param_names_;
-  std::vector<at::Tensor> params_;
-  // name -> the stages that use it, for names shared by more than one
-  std::vector<std::pair<std::string, std::vector<int>>> shared_;
+  StagePosition at_;
+  std::unique_ptr<StageModel> model_;
   // One, or with Replication::make_optimizer one for the shared parameters
   // and one for the rest.
-  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers_;
+  StageOptimizers optimizers_;
   Replication replication_;
-  std::unique_ptr<AqsgdBoundary> aq_send_, aq_recv_;  // aqsgd: toward stage + 1, from stage - 1
+  StageCheckpoint checkpoint_;
+  std::unique_ptr<StageBoundaries> boundaries_;
   int64_t start_step_ = 0;
   bool controller_state_restored_ = true;
   ScopedCpuTracking memory_;

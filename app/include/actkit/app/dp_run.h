@@ -1,0 +1,85 @@
+// One worker of `actkit dp`: data-parallel training of a zoo model, one
+// process per worker, with Adam or LAMB exchanging fp32 or fp16 gradients
+// or, after a warm-up, 1-bit momenta (optim/). Every worker calls
+// run_dp_worker with the same config; rank 0 gets the run's results.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "actkit/app/model_defaults.h"
+#include "actkit/app/run_progress.h"
+#include "actkit/app/training_data.h"
+#include "actkit/comm/group_config.h"
+#include "actkit/comm/link_spec.h"
+#include "actkit/core/level.h"
+#include "actkit/optim/data_parallel_optimizer.h"
+#include "actkit/optim/optimizer_choice.h"
+
+namespace actkit::app {
+
+struct DpRunConfig {
+  std::string model = "resnet18";
+  LanguageModelShape shape;  // language models
+  DataOptions data;          // text and seed follow the model and `seed`
+  LevelConfig level = level_preset("L0");
+  optim::OptimizerChoice optimizer{optim::Algorithm::kAdam, optim::Exchange::kOneBit};
+  int64_t warmup_steps = -1;        // 1-bit: steps before the freeze (-1: warmup_fraction of the run)
+  double warmup_fraction = 0.167;   // the paper's BERT seqlen-128 run: 1000 of 5993 steps
+  int64_t batch = 64;               // examples per worker and step
+  int64_t steps = 0;                // 0: `epochs` epochs
+  int epochs = 1;
+  double lr = 1e-3;                 // peak
+  LrSchedule lr_schedule = LrSchedule::kCosine;
+  double weight_decay = 0;
+  uint64_t seed = 0;                // weights, data order, rounding
+  std::string save;                 // directory for the model and every rank's optimizer state at the end
+  std::string resume;               // continue the run a `save` directory holds
+  LinkMode link = LinkMode::kProcess;
+  LinkSpec egress;                  // each worker's link (rate 0 where tc shapes it)
+  GroupConfig group;                // this rank, the rendezvous, the timeout, the backend
+
+  // Throws InvalidInput naming the first setting out of range.
+  void validate() const;
+};
+
+// When training starts, on rank 0.
+struct DpStart {
+  int workers = 0;
+  int64_t train_examples = 0;
+  int64_t first_step = 0, steps = 0, warmup_steps = 0;
+  // False after resuming from a checkpoint without the level's state.
+  bool controller_state_restored = true;
+};
+
+struct DpCallbacks {
+  std::function<void(const DpStart&)> on_start;     // rank 0
+  std::function<void(const StepProgress&)> on_step;  // rank 0, after each step
+};
+
+// What rank 0 knows at the end (other ranks: leader false).
+struct DpRunResult {
+  bool leader = false;
+  DpStart start;
+  bool text = false;                 // a language model: evaluation is a loss, else an accuracy
+  std::vector<double> train_losses;  // per step run, the mean over the workers
+  double final_train_loss = 0;       // mean over the last epoch's steps (at most)
+  double evaluation = 0;             // validation loss or test accuracy, on rank 0's model
+  double run_s = 0, samples_per_s = 0;
+  double warmup_step_s = 0, compressed_step_s = 0;  // mean step, each stage's first excluded
+  optim::ExchangeStats exchange;     // rank 0's
+};
+
+// Forms the group, trains, saves, evaluates. Throws InvalidInput for a bad
+// config or a checkpoint with nothing left to do, CommError naming a rank
+// that failed, disagreed or timed out, FormatError for an unreadable
+// checkpoint.
+DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callbacks = {});
+
+// The results as `actkit dp --json` writes them.
+nlohmann::json to_json(const DpRunConfig& config, const DpRunResult& result);
+
+}  // namespace actkit::app

@@ -1,0 +1,30 @@
+// What the training commands report while they run, and how their
+// learning rate moves over a run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace actkit::app {
+
+// After one training step (on the rank that reports).
+struct StepProgress {
+  int64_t step = 0;   // steps done, counting a resumed run's earlier ones
+  int64_t steps = 0;  // of the whole run
+  double loss = 0;    // this step's training loss
+  double rate = 0;    // tokens/s (language models) or samples/s (classifiers) of this step
+  bool tokens = false;     // what `rate` counts
+  bool compressing = false;  // dp: the exchange is past its warm-up (1-bit)
+};
+
+enum class LrSchedule {
+  kCosine,    // from the peak down to 0 over the run: the final model does not hinge on the last steps' noise
+  kConstant,
+};
+const char* to_string(LrSchedule schedule);  // "cosine", "constant"
+// Throws InvalidInput naming the accepted values.
+LrSchedule parse_lr_schedule(const std::string& name);
+// The rate at step `step` (0-based) of `total`.
+double scheduled_lr(LrSchedule schedule, double peak, int64_t step, int64_t total);
+
+}  // namespace actkit::app

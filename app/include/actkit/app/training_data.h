@@ -1,0 +1,98 @@
+// What the training commands learn from: Fashion-MNIST, the fortunes text,
+// or synthetic images or tokens, behind one interface. `actkit train`,
+// `actkit dp` and the pipeline's stages all read batches from it by
+// position in an endless stream of epochs, so that every process of a run
+// (and a resumed run) sees the same examples at the same step.
+//
+// A data set is a list of training examples, each with a stable id, and a
+// list of validation (test) examples. Epoch e of the stream is a shuffle of
+// the training examples seeded by (seed, e); with `shares` > 1 the stream
+// is share r's alone (the examples r, r + shares, ..., equally many per
+// share), so data-parallel replicas see disjoint, fixed sets (AQ-SGD's
+// per-example buffers need that).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actkit/models/zoo.h"
+
+namespace actkit::app {
+
+enum class DataSet {
+  kFashionMnist,  // Debian's dataset-fashion-mnist (images)
+  kFortunes,      // Debian's fortunes, as bytes (text; app/text_corpus.h)
+  kSynthetic,     // images whose class is a random linear function of the pixels, or random tokens
+};
+const char* to_string(DataSet set);  // "fashion-mnist", "fortunes", "synthetic"
+// Throws InvalidInput naming the accepted values.
+DataSet parse_data_set(const std::string& name);
+
+struct DataOptions {
+  DataSet set = DataSet::kSynthetic;
+  bool text = false;     // token sequences (language models) or images (classifiers)
+  std::string path;      // empty: the Debian package's directory
+  int64_t seq_len = 128;  // text: tokens per example
+  int64_t vocab = 256;    // synthetic text: tokens drawn from [0, vocab)
+  // The first N training examples (0: all). Synthetic images: N examples
+  // (0: 4096). Synthetic text: N examples (0: every example new, an endless set).
+  int64_t train_limit = 0;
+  uint64_t seed = 0;      // the shuffles and the synthetic draws
+};
+
+// Examples as a batch: images (N, 1, 28, 28) float and labels (N) int64, or
+// token ids (N, T) and next tokens (N, T), int64; with their ids.
+struct Batch {
+  at::Tensor inputs, labels;
+  std::vector<int64_t> example_ids;
+};
+
+class TrainingData {
+ public:
+  // Opens `options.set` as images or text. Throws InvalidInput for a set
+  // that is not of that kind (fashion-mnist text, fortunes images) or a
+  // bad option, IoError / InvalidInput when the files are missing (naming
+  // the Debian package), FormatError for damaged files.
+  static std::unique_ptr<TrainingData> open(const DataOptions& options);
+  virtual ~TrainingData() = default;
+
+  virtual bool text() const = 0;
+  // Training examples (0: endless, see DataOptions::train_limit).
+  virtual int64_t train_size() const = 0;
+  virtual int64_t validation_size() const = 0;
+  // The id of the training example at `position` (>= 0) of share `share`'s
+  // stream. Throws InvalidInput for a negative position, a share outside
+  // [0, shares), or more shares than examples.
+  virtual int64_t train_id_at(int64_t position, int share = 0, int shares = 1) const = 0;
+  // The id of validation example i (0 <= i < validation_size()).
+  virtual int64_t validation_id(int64_t i) const = 0;
+  // Examples by id (training or validation ids). Throws InvalidInput for an
+  // id that is neither.
+  virtual Batch examples(const std::vector<int64_t>& ids) const = 0;
+
+  // Examples size of an epoch for step arithmetic: train_size(), or for an
+  // endless set kEndlessEpoch.
+  static constexpr int64_t kEndlessEpoch = 4096;
+  int64_t epoch_size() const { return train_size() > 0 ? train_size() : kEndlessEpoch; }
+  // `count` examples from `first` on of share `share`'s stream.
+  Batch train_batch(int64_t first, int64_t count, int share = 0, int shares = 1) const;
+  // Validation examples first .. first + count - 1.
+  Batch validation_batch(int64_t first, int64_t count) const;
+};
+
+// How well `model` does on the validation examples, on `device`:
+// classifiers, the accuracy over the whole test split (in batches of
+// kAccuracyBatch); language models, the mean loss per token over up to
+// kValidationBatches batches of `batch` (a short one only when the text
+// holds no whole batch). The model is in eval mode meanwhile and back in
+// train mode after.
+constexpr int64_t kAccuracyBatch = 500;
+// The fortunes' validation text at the default length is about 600 examples.
+constexpr int64_t kValidationBatches = 32;
+double evaluate(ZooModel& model, const TrainingData& data, int64_t batch, at::Device device);
+
+}  // namespace actkit::app

@@ -1,0 +1,220 @@
+#include "actkit/app/dp_run.h"
+
+#include <c10/util/StringUtil.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <optional>
+
+#include "actkit/app/level_switches.h"
+#include "actkit/comm/communicator.h"
+#include "actkit/converters/controller_archive.h"
+#include "actkit/converters/convert.h"
+#include "actkit/converters/state_dict.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/files.h"
+
+namespace actkit::app {
+namespace {
+
+std::string optimizer_file(const std::string& dir, int rank, int world) {
+  return c10::str(dir, "/optimizer-rank", rank, "of", world, ".pt");
+}
+
+}  // namespace
+
+void DpRunConfig::validate() const {
+  const bool text = is_language_model(model);
+  if (text ? data.set == DataSet::kFashionMnist : data.set == DataSet::kFortunes) {
+    throw InvalidInput(c10::str("dp: ", model, " trains on --data ", text ? "fortunes" : "fashion-mnist",
+                                " or synthetic, not ", to_string(data.set)));
+  }
+  if (link == LinkMode::kKernel && group.backend == CommBackend::kNccl) {
+    throw InvalidInput("dp: --link kernel shapes TCP between network namespaces; NCCL's GPU transports bypass it");
+  }
+  if (batch < 1 || epochs < 1 || steps < 0) throw InvalidInput("dp: --batch and --epochs must be >= 1, --steps >= 0");
+  if (!(lr > 0)) throw InvalidInput("dp: --lr must be > 0");
+  if (weight_decay < 0) throw InvalidInput("dp: --weight-decay must be >= 0");
+  if (egress.bits_per_second < 0 || egress.latency_seconds < 0) throw InvalidInput("dp: a negative link rate or latency");
+  optim::warmup_steps(optimizer, warmup_steps, warmup_fraction, 1);  // range checks
+}
+
+DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callbacks) {
+  config.validate();
+  Communicator comm(config.group);
+  const int rank = comm.rank(), world = comm.world_size();
+  const bool leader = rank == 0;
+  // Kernel mode: tc shapes the rate; the latency (no netem here) is added in-process.
+  comm.set_egress({config.link == LinkMode::kKernel ? 0 : config.egress.bits_per_second,
+                   config.egress.latency_seconds});
+  app::apply_level_switches({config.level}, at::kCPU);
+
+  DataOptions d = config.data;
+  d.text = is_language_model(config.model);
+  d.seq_len = config.shape.seq_len;
+  d.seed = config.seed;
+  const std::unique_ptr<TrainingData> data = TrainingData::open(d);
+  // Global step s takes the next world · batch examples of the stream, and
+  // rank r the r-th batch of them: every rank sees the same order.
+  const int64_t steps_per_epoch = std::max<int64_t>(1, data->epoch_size() / (config.batch * world));
+  const int64_t total = config.steps > 0 ? config.steps : int64_t(config.epochs) * steps_per_epoch;
+  const int64_t warmup = optim::warmup_steps(config.optimizer, config.warmup_steps, config.warmup_fraction, total);
+
+  at::manual_seed(int64_t(config.seed));  // the same initial weights on every rank
+  auto model = make_model(config.model, training_model_options(config.model, config.shape));
+  if (!config.resume.empty()) load_state_dict(*model, config.resume + "/model.pt");
+  const ConvertResult converted = convert(*model, config.level, config.seed);
+  model->train();
+
+  std::unique_ptr<optim::DataParallelOptimizer> opt = optim::make_optimizer(
+      config.optimizer, model->parameters(), config.lr, config.weight_decay,
+      {&comm, config.optimizer.exchange, warmup});
+  auto facts = opt->handshake_facts();
+  facts.insert(facts.begin(), {{"model", config.model},
+                               {"level", config.level.spec},
+                               {"data", c10::str(to_string(d.set), " ", data->epoch_size(), " examples")},
+                               {"batch", std::to_string(config.batch)},
+                               {"steps", std::to_string(total)},
+                               {"lr", c10::str(config.lr, " ", to_string(config.lr_schedule))},
+                               {"weight decay", c10::str(config.weight_decay)},
+                               {"seed", std::to_string(config.seed)}});
+  comm.handshake(facts);
+
+  DpRunResult r;
+  r.text = d.text;
+  r.start = {world, data->epoch_size(), 0, total, warmup, true};
+  if (!config.resume.empty()) {
+    const std::string file = optimizer_file(config.resume, rank, world);
+    if (!files::exists(file)) {
+      throw InvalidInput(c10::str("dp: ", config.resume, " holds no optimizer state for rank ", rank, " of ", world,
+                                  " (", file, "): was it saved by another number of workers?"));
+    }
+    std::optional<std::vector<uint8_t>> controller;
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(file);
+      opt->load(archive);
+      controller = read_controller_state(archive);
+    } catch (const c10::Error& e) {
+      throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what_without_backtrace()));
+    }
+    if (controller) restore_controller_state(*converted.controller, *controller, c10::str("dp: resume: ", file));
+    r.start.controller_state_restored = controller.has_value();
+    r.start.first_step = opt->steps() + opt->skipped_steps();
+    if (r.start.first_step >= total) {
+      throw InvalidInput(c10::str("dp: the checkpoint is of step ", r.start.first_step, " of ", total));
+    }
+  }
+  if (leader && callbacks.on_start) callbacks.on_start(r.start);
+
+  double warmup_s = 0, compressed_s = 0;
+  int64_t warmup_timed = 0, compressed_timed = 0;
+  const int64_t start = r.start.first_step;
+  const auto run_start = std::chrono::steady_clock::now();
+  for (int64_t s = start; s < total; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& group : opt->param_groups()) {
+      group.options().set_lr(scheduled_lr(config.lr_schedule, config.lr, s, total));
+    }
+    const Batch b = data->train_batch((s * world + rank) * config.batch, config.batch);
+    // In place of zero_grad(): at levels that keep gradients they are views
+    // into one buffer, which zero_grad() cannot detach.
+    converted.controller->reset_gradients(model->parameters());
+    at::Tensor out = model->forward(b.inputs);
+    at::Tensor loss = d.text ? fused_cross_entropy(out.reshape({-1, out.size(-1)}), b.labels.reshape({-1}))
+                             : model->loss(b.inputs, out, b.labels);
+    out = at::Tensor();
+    loss.backward();
+    const bool compressing = opt->compressing();
+    opt->step();
+    converted.controller->step();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The first step of each stage pays for warm-up (allocations, the freeze).
+    if (compressing && s > start && opt->exchange_stats().compressed_steps > 1) {
+      compressed_s += dt;
+      ++compressed_timed;
+    } else if (!compressing && s > start) {
+      warmup_s += dt;
+      ++warmup_timed;
+    }
+    r.train_losses.push_back(loss.item<double>());
+    if (leader && callbacks.on_step) {
+      callbacks.on_step({s + 1, total, r.train_losses.back(), double(world * config.batch) / dt, false, compressing});
+    }
+  }
+  r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  r.exchange = opt->exchange_stats();
+  // The mean loss over every rank's batch of each step: one collective at the end.
+  at::Tensor mean_losses = at::tensor(r.train_losses, at::kDouble).to(at::kFloat).contiguous();
+  comm.all_reduce_sum(mean_losses, "loss report");
+  mean_losses.div_(float(world));
+  if (!config.save.empty()) {
+    files::create_directories(config.save);
+    // The optimizer's state and the level's (rounding counters, bit
+    // budgets, gradient averages: each rank's own), written whole beside
+    // the final name and renamed into place.
+    const std::string file = optimizer_file(config.save, rank, world);
+    torch::serialize::OutputArchive archive;
+    opt->save(archive);
+    write_controller_state(archive, *converted.controller);
+    archive.save_to(file + ".tmp");
+    files::rename(file + ".tmp", file);
+    if (leader) save_state_dict(*model, config.save + "/model.pt");
+  }
+  if (leader) {
+    r.evaluation = evaluate(*model, *data, config.batch, at::kCPU);
+  }
+  comm.barrier();
+  if (!leader) return r;
+
+  r.leader = true;
+  const int64_t n_loss = mean_losses.numel();
+  r.train_losses.assign(mean_losses.data_ptr<float>(), mean_losses.data_ptr<float>() + n_loss);
+  const int64_t tail = std::max<int64_t>(1, std::min<int64_t>(n_loss, steps_per_epoch));
+  r.final_train_loss = n_loss > 0 ? mean_losses.narrow(0, n_loss - tail, tail).mean().item<double>() : 0;
+  r.warmup_step_s = warmup_timed > 0 ? warmup_s / double(warmup_timed) : 0;
+  r.compressed_step_s = compressed_timed > 0 ? compressed_s / double(compressed_timed) : 0;
+  r.samples_per_s = double((total - start) * world * config.batch) / r.run_s;
+  return r;
+}
+
+nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
+  const optim::ExchangeStats& e = r.exchange;
+  const int64_t bytes_warmup = e.warmup_steps > 0 ? e.warmup_bytes / e.warmup_steps : 0;
+  const int64_t bytes_compressed = e.compressed_steps > 0 ? e.compressed_bytes / e.compressed_steps : 0;
+  nlohmann::json j = {{"model", c.model},
+                      {"optimizer", c.optimizer.name()},
+                      {"algorithm", optim::to_string(c.optimizer.algorithm)},
+                      {"exchange", optim::to_string(c.optimizer.exchange)},
+                      {"workers", r.start.workers},
+                      {"batch_per_worker", c.batch},
+                      {"level", c.level.spec},
+                      {"lr", c.lr},
+                      {"lr_schedule", to_string(c.lr_schedule)},
+                      {"data", to_string(c.data.set)},
+                      {"link", to_string(c.link)},
+                      {"backend", to_string(c.group.backend)},
+                      {"bandwidth_bps", c.egress.bits_per_second},
+                      {"latency_s", c.egress.latency_seconds},
+                      {"steps", r.start.steps},
+                      {"start_step", r.start.first_step},
+                      {"warmup_steps", r.start.warmup_steps},
+                      {"skipped_steps", e.skipped_steps},
+                      {"samples_per_s", r.samples_per_s},
+                      {"step_time_warmup_s", r.warmup_step_s},
+                      {"step_time_compressed_s", r.compressed_step_s},
+                      {"bytes_per_step_warmup", bytes_warmup},
+                      {"bytes_per_step_compressed", bytes_compressed},
+                      {"bytes_total", e.warmup_bytes + e.compressed_bytes},
+                      {"exchange_s", e.seconds},
+                      {"run_s", r.run_s},
+                      {"final_train_loss", r.final_train_loss},
+                      {"train_losses", r.train_losses}};
+  j[r.text ? "val_loss" : "val_accuracy"] = r.evaluation;
+  return j;
+}
+
+}  // namespace actkit::app

@@ -1,0 +1,273 @@
+#include "actkit/app/pipeline_run.h"
+
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "actkit/app/pipeline_batches.h"
+#include "actkit/comm/communicator.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/files.h"
+#include "actkit/pipeline/replica_groups.h"
+#include "actkit/pipeline/stage_runner.h"
+
+namespace actkit::app {
+namespace {
+
+const char* codec_name(pipeline::BoundaryCodec::Kind kind) {
+  switch (kind) {
+    case pipeline::BoundaryCodec::kFp16: return "fp16";
+    case pipeline::BoundaryCodec::kDirectQ: return "directq";
+    case pipeline::BoundaryCodec::kTah: return "tah";
+    case pipeline::BoundaryCodec::kAqsgd: return "aqsgd";
+    case pipeline::BoundaryCodec::kFp32: break;
+  }
+  return "fp32";
+}
+
+// Steps of `epochs` passes over `examples` (an endless set: one step each).
+int64_t steps_of(double epochs, int64_t examples, int64_t per_step) {
+  return int64_t(std::ceil(epochs * double(examples > 0 ? examples : per_step) / double(per_step)));
+}
+
+}  // namespace
+
+void PipelineRunConfig::validate() const {
+  const pipeline::PipelineConfig& c = pipeline;
+  if (find_model(c.model).task != Task::kLanguageModel) {
+    throw InvalidInput(c10::str("pipeline: ", c.model, " is not a language model (gpt2, gpt2-small)"));
+  }
+  if (data.set == DataSet::kFashionMnist) throw InvalidInput("pipeline: --data is fortunes or synthetic");
+  if (c.link_mode == LinkMode::kKernel && group.backend == CommBackend::kNccl) {
+    throw InvalidInput("pipeline: --link kernel shapes TCP between network namespaces; NCCL's GPU transports bypass it");
+  }
+  if (aqsgd_warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");
+  if (validation_batches < 0) throw InvalidInput("pipeline: --validation-batches must be >= 0");
+  if (resume && init.empty()) throw InvalidInput("pipeline: resume: no checkpoint directory given");
+  if (save_every < 0) throw InvalidInput("pipeline: --save-every must be >= 0");
+  if (save_every > 0 && save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
+  if ((steps > 0) == (epochs > 0)) throw InvalidInput("pipeline: give exactly one of --steps and --epochs");
+  if (steps < 0 || epochs < 0) throw InvalidInput("pipeline: --steps and --epochs must be positive");
+  if (c.replicas > 1) {
+    // Each replica's stage 0 would time the pieces itself and could split differently.
+    if (c.balance == pipeline::BalanceBy::kTime) throw InvalidInput("pipeline: --balance time with --dp is not supported");
+    optim::warmup_steps(replica_optimizer, replica_warmup_steps, replica_warmup_fraction, 1);  // range checks
+  }
+  pipeline::PipelineConfig checked = c;
+  if (checked.buffers.dir.empty()) checked.buffers.dir = "(placed at the start)";
+  checked.validate();
+}
+
+PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const PipelineCallbacks& callbacks) {
+  config.validate();
+  pipeline::PipelineConfig c = config.pipeline;
+  Communicator world(config.group);
+  const int k = c.stages, n = c.replicas;
+  pipeline::ReplicaGroups groups = pipeline::make_replica_groups(world, k, n);
+  Communicator& comm = *groups.pipeline;
+
+  // Every replica's micro-batches of a step, in one stream; each replica
+  // takes its own run of them, drawn from its own share of the examples.
+  DataOptions d = config.data;
+  d.text = true;
+  d.seq_len = c.seq_len;
+  d.vocab = c.model_options.vocab_size;
+  d.seed = c.seed;
+  const std::unique_ptr<TrainingData> data = TrainingData::open(d);
+  PipelineBatches all_replicas(*data, c.micro_batch_size, c.micro_batches, n, config.validation_batches);
+  pipeline::ReplicaShare source(all_replicas, groups.replica, c.micro_batches);
+  const int64_t per_step = int64_t(c.micro_batches) * c.micro_batch_size * n;
+  const int64_t train_examples = data->train_size();
+  c.buffers.warmup_steps = steps_of(config.aqsgd_warmup_epochs, train_examples, per_step);
+  // m(ξ) lives next to the checkpoint that must find it again (the stores
+  // hold their checkpoints themselves): a resumed run goes on with the
+  // stores it started with; a run that saves nothing keeps it in a
+  // directory of its own.
+  if (c.buffers.dir.empty()) {
+    c.buffers.dir = config.resume ? config.init + "/buffers" : config.save.empty() ? "" : config.save + "/buffers";
+  }
+  const bool temporary_buffers = c.buffers.dir.empty();
+  if (temporary_buffers) {
+    c.buffers.dir = c10::str(files::temp_directory(), "/actkit-buffers-", config.group.master_port, "-rank",
+                             world.rank());
+  }
+  const int64_t steps = config.steps > 0 ? config.steps : std::max<int64_t>(1, steps_of(config.epochs, train_examples,
+                                                                                         per_step));
+  if (source.validation_batches() < 1) {
+    throw InvalidInput(c10::str("pipeline: the validation text holds fewer examples than one micro-batch of ",
+                                c.micro_batch_size, "; use a smaller --micro-batch-size or --seq-len"));
+  }
+  c.run = c10::str("data=", to_string(d.set), " examples=", train_examples, " limit=", d.train_limit, " steps=", steps,
+                   " validation=", source.validation_batches(), " init=", config.init.empty() ? "no" : "yes");
+
+  pipeline::Replication replication;
+  replication.index = groups.replica;
+  int64_t replica_warmup = 0;
+  std::vector<optim::DataParallelOptimizer*> stage_optimizers;  // owned by the runner
+  if (n > 1) {
+    const optim::OptimizerChoice choice = config.replica_optimizer;
+    c.replicated_optimizer = choice.name();
+    world.handshake(c.facts());  // every replica runs the same pipeline (each replica's stages check again)
+    replica_warmup = optim::warmup_steps(choice, config.replica_warmup_steps, config.replica_warmup_fraction, steps);
+    // The replicas of a stage are other machines: the first boundary's link
+    // (kernel mode: tc shapes its rate; the latency is added here).
+    groups.stage_replicas->set_egress({c.link_mode == LinkMode::kKernel ? 0 : config.first_link_bps,
+                                       c.forward_links.empty() ? 0 : c.forward_links[0].latency_seconds});
+    Communicator* dp = groups.stage_replicas.get();
+    replication.make_optimizer = [&, dp, choice](std::vector<at::Tensor> params) {
+      auto opt = optim::make_optimizer(choice, std::move(params), c.lr, c.weight_decay,
+                                       {dp, choice.exchange, replica_warmup});
+      dp->handshake(opt->handshake_facts());
+      stage_optimizers.push_back(opt.get());
+      return std::unique_ptr<torch::optim::Optimizer>(std::move(opt));
+    };
+    replication.exchange_bytes = [dp] { return dp->collective_stats().wire_bytes; };
+  }
+  pipeline::StageRunner runner(comm, c, source, config.init, config.resume, replication);
+  if (runner.start_step() >= steps) {
+    throw InvalidInput(c10::str("pipeline: the checkpoint is of step ", runner.start_step(), ", the run has ", steps,
+                                " steps: nothing to do"));
+  }
+  PipelineRunResult r;
+  r.start = {runner.stage(), groups.replica, runner.bounds(), runner.start_step(), steps, replica_warmup,
+             runner.controller_state_restored()};
+  if (callbacks.on_start) callbacks.on_start(r.start);
+
+  const bool leader = world.rank() == 0;
+  const double tokens_per_step = double(per_step * c.seq_len);
+  double timed_s = 0;
+  int64_t timed = 0;
+  const auto run_start = std::chrono::steady_clock::now();
+  for (int64_t step = r.start.first_step; step < steps; ++step) {
+    const pipeline::StepReport s = runner.train_step(step, c.lr);
+    if (config.save_every > 0 && (step + 1) % config.save_every == 0 && step + 1 < steps) {
+      runner.save(config.save, step + 1);
+    }
+    if (step > r.start.first_step || steps == r.start.first_step + 1) {  // the first step pays for warm-up
+      timed_s += s.seconds;
+      ++timed;
+    }
+    r.last_loss = s.loss;
+    r.losses.push_back(s.loss);
+    if (leader && callbacks.on_step) callbacks.on_step({step + 1, steps, s.loss, tokens_per_step / s.seconds, true});
+  }
+  r.val_loss = runner.validate();
+  // The waits cover every step and the validation: so does their share.
+  r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  if (!config.save.empty()) runner.save(config.save, steps);
+  std::tie(r.links, r.stages) = runner.gather_reports();
+  comm.flush();
+  world.barrier();
+  if (temporary_buffers) files::remove_all(c.buffers.dir);
+  if (!leader) return r;
+
+  r.leader = true;
+  r.step_time_s = timed > 0 ? timed_s / double(timed) : 0;
+  r.tokens_per_s = r.step_time_s > 0 ? tokens_per_step / r.step_time_s : 0;
+  r.aqsgd_warmup_steps = c.buffers.warmup_steps;
+  for (const auto& l : r.links) {
+    r.boundary_bytes += l.bytes;
+    r.fp32_bytes += l.raw_bytes;
+  }
+  for (const auto& s : r.stages) {
+    r.tied_bytes += s.tied_bytes;
+    r.exchange_bytes += s.exchange_bytes;
+  }
+  for (const auto* o : stage_optimizers) {
+    const optim::ExchangeStats& x = o->exchange_stats();
+    optim::ExchangeStats& e = r.stage0_exchange;
+    e.warmup_steps = std::max(e.warmup_steps, x.warmup_steps);
+    e.compressed_steps = std::max(e.compressed_steps, x.compressed_steps);
+    e.warmup_bytes += x.warmup_bytes;
+    e.compressed_bytes += x.compressed_bytes;
+  }
+  return r;
+}
+
+nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult& r) {
+  using nlohmann::json;
+  const pipeline::PipelineConfig& c = config.pipeline;
+  json links = json::array(), peaks = json::array(), split = json::array();
+  for (const auto& l : r.links) {
+    links.push_back({{"from", l.from},
+                     {"to", l.to},
+                     {"direction", l.forward ? "forward" : "backward"},
+                     {"bytes", l.bytes},
+                     {"fp32_bytes", l.raw_bytes},
+                     {"wait_s", l.wait_seconds},
+                     {"wait_share", l.wait_seconds / std::max(1e-9, r.run_s)}});
+  }
+  for (const auto& s : r.stages) {
+    peaks.push_back(s.peak_memory_bytes);
+    split.push_back({{"stage", s.stage}, {"pieces", {s.first_piece, s.end_piece}}, {"parameters", s.parameters}});
+  }
+  json buffer;
+  if (c.forward_codec.kind == pipeline::BoundaryCodec::kAqsgd) {
+    int64_t stored = 0, per_example = 0, read = 0, written = 0;
+    double wait = 0;
+    for (const auto& s : r.stages) {
+      stored += s.buffer_bytes_stored;
+      per_example = std::max(per_example, s.buffer_bytes_per_example);
+      read += s.buffer_bytes_read;
+      written += s.buffer_bytes_written;
+      wait += s.buffer_wait_seconds;
+    }
+    const int64_t budget = c.buffers.memory_budget;
+    buffer = {{"tier", budget < 0 ? "memory" : budget == 0 ? "files" : "both"},
+              {"format", pipeline::to_string(c.buffers.format)},
+              {"memory_budget_bytes", budget},
+              {"bytes_stored", stored},
+              {"bytes_per_example", per_example},
+              {"bytes_read", read},
+              {"bytes_written", written},
+              {"read_gbps", double(read) / std::max(1e-9, r.run_s) / 1e9},
+              {"write_gbps", double(written) / std::max(1e-9, r.run_s) / 1e9},
+              {"wait_s", wait},
+              {"warmup_steps", r.aqsgd_warmup_steps}};
+  }
+  const int64_t steps_run = std::max<int64_t>(1, r.start.steps - r.start.first_step);
+  return {{"model", c.model},
+          {"layers", c.model_options.layers},
+          {"hidden", c.model_options.hidden},
+          {"seq_len", c.seq_len},
+          {"codec", codec_name(c.forward_codec.kind)},
+          {"forward_codec", c.forward_codec.describe()},
+          {"backward_codec", c.backward_codec.describe()},
+          {"fw_bits", c.forward_codec.bits},
+          {"bw_bits", c.backward_codec.bits},
+          {"schedule", pipeline::to_string(c.schedule)},
+          {"in_flight", c.in_flight == 0 ? c.stages : c.in_flight},
+          {"stages", c.stages},
+          {"micro_batches", c.micro_batches},
+          {"micro_batch_size", c.micro_batch_size},
+          {"level", c.level.spec},
+          {"link", to_string(c.link_mode)},
+          {"backend", to_string(config.group.backend)},
+          {"bandwidth_bps", config.first_link_bps},
+          {"latency_s", c.forward_links.empty() ? 0 : c.forward_links[0].latency_seconds},
+          {"data", to_string(config.data.set)},
+          {"steps", r.start.steps},
+          {"step_time_s", r.step_time_s},
+          {"tokens_per_s", r.tokens_per_s},
+          {"final_train_loss", r.last_loss},
+          {"train_losses", r.losses},
+          {"val_loss", r.val_loss},
+          {"compression_ratio", r.compression_ratio()},
+          {"tied_gradient_bytes", r.tied_bytes},
+          {"links", links},
+          {"split", split},
+          {"peak_memory_bytes", peaks},
+          {"start_step", r.start.first_step},
+          {"buffer", buffer},
+          {"replicas", c.replicas},
+          {"optimizer", c.replicas > 1 ? config.replica_optimizer.name() : pipeline::to_string(c.optimizer)},
+          {"dp_warmup_steps", r.start.replica_warmup_steps},
+          {"exchange_bytes", r.exchange_bytes},
+          {"boundary_bytes", r.boundary_bytes},
+          {"bytes_per_step", double(r.boundary_bytes + r.exchange_bytes) / double(steps_run)}};
+}
+
+}  // namespace actkit::app

@@ -1,0 +1,224 @@
+#include "actkit/app/training_data.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/StringUtil.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "actkit/app/fashion_mnist.h"
+#include "actkit/app/text_corpus.h"
+#include "actkit/core/errors.h"
+
+namespace actkit::app {
+namespace {
+
+// Synthetic sets: the held-out examples (as many as Fashion-MNIST's test
+// split holds in a tenth), and the training examples without a limit.
+constexpr int64_t kSyntheticValidation = 1024;
+constexpr int64_t kSyntheticImages = 4096;
+
+void check_share(int64_t position, int share, int shares, int64_t examples) {
+  if (position < 0) throw InvalidInput(c10::str("training data: position ", position, " (positions count from 0)"));
+  if (shares < 1 || share < 0 || share >= shares || (examples > 0 && shares > examples)) {
+    throw InvalidInput(c10::str("training data: share ", share, " of ", shares, " of ", examples, " examples"));
+  }
+}
+
+// Images in memory: ids 0 .. n - 1 are the training split, n .. n + t - 1
+// the test split.
+class ImageData : public TrainingData {
+ public:
+  ImageData(ImageDataset train, ImageDataset test, uint64_t seed)
+      : train_(std::move(train)), test_(std::move(test)), seed_(seed) {}
+  bool text() const override { return false; }
+  int64_t train_size() const override { return train_.images.size(0); }
+  int64_t validation_size() const override { return test_.images.size(0); }
+
+  int64_t train_id_at(int64_t position, int share, int shares) const override {
+    check_share(position, share, shares, train_size());
+    const int64_t share_size = train_size() / shares;
+    const int64_t epoch = position / share_size;
+    if (epoch != cached_epoch_ || share != cached_share_ || shares != cached_shares_) {
+      // Epoch e's order: a permutation drawn from (seed, e) alone.
+      at::Generator g = at::detail::createCPUGenerator(seed_ * 7919 + uint64_t(epoch) + uint64_t(share) * 65537u);
+      order_ = at::randperm(share_size, g, at::kLong);
+      cached_epoch_ = epoch;
+      cached_share_ = share;
+      cached_shares_ = shares;
+    }
+    return share + order_.data_ptr<int64_t>()[position % share_size] * shares;
+  }
+  int64_t validation_id(int64_t i) const override { return train_size() + i; }
+
+  Batch examples(const std::vector<int64_t>& ids) const override {
+    const int64_t n = train_size();
+    const bool train = std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return id >= 0 && id < n; });
+    const bool test = std::all_of(ids.begin(), ids.end(),
+                                  [&](int64_t id) { return id >= n && id < n + validation_size(); });
+    if (!train && !test) throw InvalidInput("image data: ids of neither split (or of both) in one batch");
+    at::Tensor idx = at::tensor(ids, at::kLong);
+    if (!train) idx = idx - n;
+    const ImageDataset& d = train ? train_ : test_;
+    return {d.images.index_select(0, idx), d.labels.index_select(0, idx), ids};
+  }
+
+ private:
+  ImageDataset train_, test_;
+  uint64_t seed_;
+  mutable at::Tensor order_;
+  mutable int64_t cached_epoch_ = -1;
+  mutable int cached_share_ = -1, cached_shares_ = -1;
+};
+
+// The fortunes (or any) text, as bytes.
+class CorpusText : public TrainingData {
+ public:
+  CorpusText(const std::string& path, int64_t seq_len, int64_t limit, uint64_t seed)
+      : corpus_(path, seq_len, limit), seed_(seed) {}
+  bool text() const override { return true; }
+  int64_t train_size() const override { return corpus_.train_size(); }
+  int64_t validation_size() const override { return corpus_.validation_size(); }
+  int64_t train_id_at(int64_t position, int share, int shares) const override {
+    return corpus_.train_id_at(position, seed_, share, shares);
+  }
+  int64_t validation_id(int64_t i) const override { return corpus_.validation_id(i); }
+  Batch examples(const std::vector<int64_t>& ids) const override {
+    auto [inputs, labels] = corpus_.examples(ids);
+    return {inputs, labels, ids};
+  }
+
+ private:
+  TextCorpus corpus_;
+  uint64_t seed_;
+};
+
+// Random tokens, example by example: the tokens of id ξ are drawn from (seed,
+// ξ) alone, so an example is the same wherever it is drawn. With a limit
+// of N the training ids are 0 .. N - 1, taken in turn (share r: r, r +
+// shares, ...); without, position p of share r is a new example, id
+// p · shares + r. Validation ids are negative.
+class SyntheticText : public TrainingData {
+ public:
+  SyntheticText(int64_t seq_len, int64_t vocab, int64_t limit, uint64_t seed)
+      : seq_len_(seq_len), vocab_(vocab), limit_(limit), seed_(seed) {
+    if (seq_len < 1 || vocab < 2 || limit < 0) {
+      throw InvalidInput(c10::str("synthetic text: length ", seq_len, ", vocabulary ", vocab, ", limit ", limit));
+    }
+  }
+  bool text() const override { return true; }
+  int64_t train_size() const override { return limit_; }
+  int64_t validation_size() const override { return kSyntheticValidation; }
+  int64_t train_id_at(int64_t position, int share, int shares) const override {
+    check_share(position, share, shares, limit_);
+    if (limit_ == 0) return position * shares + share;
+    return share + (position % (limit_ / shares)) * shares;
+  }
+  int64_t validation_id(int64_t i) const override {
+    if (i < 0 || i >= kSyntheticValidation) throw InvalidInput(c10::str("synthetic text: no validation example ", i));
+    return -1 - i;
+  }
+  Batch examples(const std::vector<int64_t>& ids) const override {
+    std::vector<at::Tensor> rows;
+    for (int64_t id : ids) {
+      if (id < -kSyntheticValidation || (limit_ > 0 && id >= limit_)) {
+        throw InvalidInput(c10::str("synthetic text: no example ", id));
+      }
+      at::Generator gen = at::detail::createCPUGenerator(seed_ * 7919u + uint64_t(id) * 104729u + 1);
+      rows.push_back(at::randint(0, vocab_, {seq_len_ + 1}, gen, at::kLong));
+    }
+    const at::Tensor seq = at::stack(rows);
+    return {seq.narrow(1, 0, seq_len_).contiguous(), seq.narrow(1, 1, seq_len_).contiguous(), ids};
+  }
+
+ private:
+  int64_t seq_len_, vocab_, limit_;
+  uint64_t seed_;
+};
+
+}  // namespace
+
+const char* to_string(DataSet set) {
+  switch (set) {
+    case DataSet::kFashionMnist: return "fashion-mnist";
+    case DataSet::kFortunes: return "fortunes";
+    case DataSet::kSynthetic: break;
+  }
+  return "synthetic";
+}
+
+DataSet parse_data_set(const std::string& name) {
+  for (const DataSet s : {DataSet::kFashionMnist, DataSet::kFortunes, DataSet::kSynthetic}) {
+    if (name == to_string(s)) return s;
+  }
+  throw InvalidInput(c10::str("--data ", name, ": expected fashion-mnist, fortunes or synthetic"));
+}
+
+std::unique_ptr<TrainingData> TrainingData::open(const DataOptions& o) {
+  if (o.train_limit < 0) throw InvalidInput("training data: the limit must be >= 0");
+  if (o.set == DataSet::kFashionMnist && o.text) {
+    throw InvalidInput("--data fashion-mnist holds images: a language model trains on fortunes or synthetic");
+  }
+  if (o.set == DataSet::kFortunes && !o.text) {
+    throw InvalidInput("--data fortunes holds text: an image model trains on fashion-mnist or synthetic");
+  }
+  switch (o.set) {
+    case DataSet::kFashionMnist: {
+      const std::string dir = o.path.empty() ? kFashionMnistDir : o.path;
+      return std::make_unique<ImageData>(load_fashion_mnist(dir, "train", o.train_limit),
+                                         load_fashion_mnist(dir, "t10k"), o.seed);
+    }
+    case DataSet::kFortunes:
+      return std::make_unique<CorpusText>(o.path.empty() ? kFortunesDir : o.path, o.seq_len, o.train_limit, o.seed);
+    case DataSet::kSynthetic: break;
+  }
+  if (o.text) return std::make_unique<SyntheticText>(o.seq_len, o.vocab, o.train_limit, o.seed);
+  const int64_t n = o.train_limit > 0 ? o.train_limit : kSyntheticImages;
+  // One draw for both splits, so they share the labelling function.
+  ImageDataset all = synthetic_images(n + kSyntheticValidation, 10, 1, 28, o.seed);
+  return std::make_unique<ImageData>(
+      ImageDataset{all.images.narrow(0, 0, n), all.labels.narrow(0, 0, n)},
+      ImageDataset{all.images.narrow(0, n, kSyntheticValidation), all.labels.narrow(0, n, kSyntheticValidation)},
+      o.seed);
+}
+
+Batch TrainingData::train_batch(int64_t first, int64_t count, int share, int shares) const {
+  std::vector<int64_t> ids;
+  for (int64_t j = 0; j < count; ++j) ids.push_back(train_id_at(first + j, share, shares));
+  return examples(ids);
+}
+
+Batch TrainingData::validation_batch(int64_t first, int64_t count) const {
+  std::vector<int64_t> ids;
+  for (int64_t j = 0; j < count; ++j) ids.push_back(validation_id(first + j));
+  return examples(ids);
+}
+
+double evaluate(ZooModel& model, const TrainingData& data, int64_t text_batch, at::Device device) {
+  if (text_batch < 1) throw InvalidInput("evaluate: the batch must be >= 1");
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const int64_t batch = data.text() ? text_batch : kAccuracyBatch;
+  const int64_t n = data.text() ? std::min(data.validation_size(), kValidationBatches * batch) : data.validation_size();
+  double sum = 0;
+  int64_t counted = 0;
+  // Classifiers count every example (the last batch may be short); language
+  // models average whole batches' mean losses (a short one only when no
+  // whole batch exists).
+  for (int64_t i = 0; i < n && (i + batch <= n || !data.text() || counted == 0); i += batch) {
+    const Batch b = data.validation_batch(i, std::min(batch, n - i));
+    const at::Tensor out = model.forward(b.inputs.to(device));
+    if (data.text()) {
+      sum += fused_cross_entropy(out.reshape({-1, out.size(-1)}), b.labels.to(device).reshape({-1})).item<double>();
+      ++counted;
+    } else {
+      sum += double(out.argmax(1).cpu().eq(b.labels).sum().item<int64_t>());
+      counted += b.labels.size(0);
+    }
+  }
+  model.train();
+  return sum / double(std::max<int64_t>(1, counted));
+}
+
+}  // namespace actkit::app

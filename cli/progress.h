@@ -1,0 +1,38 @@
+// The training commands' progress display, one for all: a bar redrawn in
+// place on a terminal, a line every tenth of the run otherwise (CI logs).
+#pragma once
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+namespace actkit::cli {
+
+class ProgressDisplay {
+ public:
+  ProgressDisplay() : tty_(isatty(STDERR_FILENO) != 0) {}
+
+  // `done` of `total` (a resumed run starts part-filled) under `label`
+  // ("step", "epoch 2"), the loss, and what else to say ("812 tokens/s").
+  void show(const std::string& label, int64_t done, int64_t total, double loss, const std::string& detail) {
+    if (total < 1) return;
+    const int64_t tenth = (10 * done) / total;
+    if (tty_) {
+      const int filled = int(30 * done / total);
+      fmt::print(stderr, "\r{} {}/{} [{}{}] loss {:.4f} {}", label, done, total, std::string(size_t(filled), '#'),
+                 std::string(size_t(30 - filled), '.'), loss, detail);
+      if (done == total) fmt::print(stderr, "\n");
+    } else if (tenth != last_tenth_ || done == total) {
+      fmt::print(stderr, "{} {}/{} loss {:.4f} {}\n", label, done, total, loss, detail);
+    }
+    last_tenth_ = done == total ? -1 : tenth;
+  }
+
+ private:
+  bool tty_;
+  int64_t last_tenth_ = -1;
+};
+
+}  // namespace actkit::cli

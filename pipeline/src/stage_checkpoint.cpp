@@ -1,0 +1,199 @@
+#include "actkit/pipeline/stage_checkpoint.h"
+
+#include <c10/util/StringUtil.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <set>
+
+#include "actkit/converters/controller_archive.h"
+#include "actkit/converters/state_dict.h"
+#include "actkit/core/checksum.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/files.h"
+
+namespace actkit::pipeline {
+namespace {
+
+// CRC-32C of a whole file. Throws IoError if it cannot be read.
+uint32_t file_crc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(c10::str("cannot read ", path), errno);
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = 0;
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    crc = crc32c(buf.data(), size_t(in.gcount()), crc);
+  }
+  return crc;
+}
+
+// The settings a resumed run must share with the run that saved: what
+// shapes the parameters, the optimizer state and the buffers. The link,
+// the schedule and the length of the run may change.
+std::string resume_facts(const PipelineConfig& config) {
+  std::string text;
+  for (const auto& [name, value] : config.facts()) {
+    if (name == "run" || name == "links" || name == "schedule") continue;
+    text += name + "=" + value + "; ";
+  }
+  return text;
+}
+
+// "saved a but now b, ..." for the "name=value; " items that differ.
+std::string facts_difference(const std::string& saved, const std::string& now) {
+  auto items = [](const std::string& text) {
+    std::vector<std::string> v;
+    for (size_t at = 0, end; (end = text.find("; ", at)) != std::string::npos; at = end + 2) {
+      v.push_back(text.substr(at, end - at));
+    }
+    return v;
+  };
+  const auto was = items(saved), is = items(now);
+  std::string diff;
+  for (size_t i = 0; i < std::max(was.size(), is.size()); ++i) {
+    const std::string a = i < was.size() ? was[i] : "", b = i < is.size() ? is[i] : "";
+    if (a != b) diff += c10::str(diff.empty() ? "" : ", ", "saved ", a, " but now ", b);
+  }
+  return diff;
+}
+
+}  // namespace
+
+StageCheckpoint::StageCheckpoint(const PipelineConfig& config, int stage, int replica)
+    : config_(config), stage_(stage), replica_(replica) {}
+
+std::string StageCheckpoint::parameter_file(const std::string& dir) const {
+  return c10::str(dir, "/stage", stage_, "of", config_.stages, ".pt");
+}
+
+std::string StageCheckpoint::optimizer_file(const std::string& dir) const {
+  if (config_.replicas == 1) return c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, ".pt");
+  return c10::str(dir, "/optimizer-stage", stage_, "of", config_.stages, "-replica", replica_, "of", config_.replicas,
+                  ".pt");
+}
+
+std::map<std::string, at::Tensor> StageCheckpoint::read_parameters(const std::string& path) {
+  std::map<std::string, at::Tensor> tensors;
+  std::vector<std::string> stage_files;
+  if (files::is_directory(path)) {
+    std::map<int, std::set<int>> runs;  // K -> the stages present
+    for (const std::string& name : files::list_directory(path)) {
+      int s = -1, k = -1;
+      char tail = 0;
+      if (std::sscanf(name.c_str(), "stage%dof%d.p%c", &s, &k, &tail) == 3 && tail == 't' &&
+          name == c10::str("stage", s, "of", k, ".pt") && s >= 0 && s < k) {
+        runs[k].insert(s);
+        stage_files.push_back(path + "/" + name);
+      }
+    }
+    if (runs.empty()) throw FormatError(c10::str("checkpoint ", path, ": no stage<s>of<K>.pt files in the directory"));
+    if (runs.size() > 1) {
+      throw FormatError(c10::str("checkpoint ", path, " holds the stages of runs with ", runs.begin()->first, " and ",
+                                 runs.rbegin()->first, " stages; keep one run's files"));
+    }
+    const auto& [k, present] = *runs.begin();
+    if (int(present.size()) != k) {
+      throw FormatError(c10::str("checkpoint ", path, ": ", present.size(), " of the ", k, " stage files are there"));
+    }
+    std::sort(stage_files.begin(), stage_files.end());
+  } else {
+    stage_files.push_back(path);
+  }
+  for (const auto& f : stage_files) {
+    for (const auto& item : read_state_dict(f)) tensors[item.key()] = item.value();
+  }
+  return tensors;
+}
+
+void StageCheckpoint::save(const std::string& dir, int64_t steps,
+                           const torch::OrderedDict<std::string, at::Tensor>& parameters,
+                           const StageOptimizers& optimizers, const Controller& controller,
+                           const std::function<void()>& before_commit) const {
+  files::create_directories(dir);
+  const std::string weights = parameter_file(dir);
+  const std::string weights_tmp = c10::str(weights, ".tmp", replica_);
+  const std::string optim = optimizer_file(dir);
+  save_tensors(parameters, weights_tmp);
+  torch::serialize::OutputArchive archive;
+  if (optimizers.size() == 1) {
+    optimizers[0]->save(archive);
+  } else {
+    for (size_t i = 0; i < optimizers.size(); ++i) {
+      torch::serialize::OutputArchive part;
+      optimizers[i]->save(part);
+      archive.write(c10::str("optimizer", i), part);
+    }
+  }
+  archive.write("steps", at::tensor(steps));
+  // The level's rounding counters, bit budgets and gradient averages: the
+  // resumed run compresses as this one would have gone on to.
+  write_controller_state(archive, controller);
+  archive.write("parameters_crc", at::tensor(int64_t(file_crc(weights_tmp))));
+  archive.write("config", c10::IValue(resume_facts(config_)));
+  archive.save_to(optim + ".tmp");
+  if (before_commit) before_commit();
+  if (replica_ == 0) {
+    files::rename(weights_tmp, weights);
+  } else {
+    files::remove(weights_tmp);
+  }
+  files::rename(optim + ".tmp", optim);
+}
+
+StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptimizers& optimizers,
+                                              Controller& controller) const {
+  const std::string file = optimizer_file(dir);
+  if (!files::exists(file)) {
+    throw FormatError(c10::str("resume: ", file, " is missing: resume from a directory that a run of ", config_.stages,
+                               " stages and ", config_.replicas, " replicas saved"));
+  }
+  Loaded loaded;
+  std::string saved_config;
+  int64_t saved_crc = -1;
+  std::optional<std::vector<uint8_t>> state;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(file);
+    if (optimizers.size() == 1) {
+      optimizers[0]->load(archive);
+    } else {
+      for (size_t i = 0; i < optimizers.size(); ++i) {
+        torch::serialize::InputArchive part;
+        archive.read(c10::str("optimizer", i), part);
+        optimizers[i]->load(part);
+      }
+    }
+    at::Tensor steps, crc;
+    archive.read("steps", steps);
+    loaded.steps = steps.item<int64_t>();
+    state = read_controller_state(archive);
+    archive.read("parameters_crc", crc);
+    saved_crc = crc.item<int64_t>();
+    c10::IValue config;
+    archive.read("config", config);
+    saved_config = config.toStringRef();
+  } catch (const c10::Error& e) {
+    throw FormatError(
+        c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));
+  }
+  const std::string weights = parameter_file(dir);
+  if (!files::exists(weights) || int64_t(file_crc(weights)) != saved_crc) {
+    throw FormatError(c10::str("resume: ", weights, " is not the parameter file saved with ", file,
+                               " (missing, or from another save)"));
+  }
+  const std::string now = resume_facts(config_);
+  if (saved_config != now) {
+    throw FormatError(c10::str("resume: ", dir, " was saved by a run with other settings: ",
+                               facts_difference(saved_config, now)));
+  }
+  if (state) restore_controller_state(controller, *state, c10::str("resume: ", file));
+  loaded.controller_restored = state.has_value();
+  return loaded;
+}
+
+}  // namespace actkit::pipeline
