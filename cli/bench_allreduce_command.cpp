@@ -17,7 +17,6 @@ namespace actkit::cli {
 namespace {
 
 struct AllreduceArgs {
-  std::vector<std::string> argv;
   int workers = 4;
   bench::AllreduceBenchConfig config;
   std::string json_path;
@@ -60,15 +59,10 @@ void add_bench_allreduce_command(CLI::App& bench) {
   c->add_option("--iterations", a->config.iterations, "Timed calls of each, after one untimed")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  c->add_option("--json", a->json_path, "Also write the results as JSON to this file");
-  c->callback([a] {
-    a->argv = command_line();
-    if (GroupConfig::in_env()) {
-      run_allreduce_rank(*a);
-    } else {
-      launch_local({"bench allreduce", a->argv, a->workers, 0, rank_timeout_seconds(RankFlags{})});
-    }
-  });
+  add_json_option(c, &a->json_path);
+  set_rank_callback(
+      c, [] {}, [a] { run_allreduce_rank(*a); },
+      [a] { launch_local(rank_launch("bench allreduce", a->workers, RankFlags{})); });
 }
 
 }  // namespace actkit::cli

@@ -206,7 +206,7 @@ void add_bench_commands(CLI::App& app) {
 
   auto args = std::make_shared<CodecArgs>();
   CLI::App* codec = bench->add_subcommand("codec", "Codec encode/decode throughput vs. memcpy bandwidth");
-  codec->add_option("--json", args->json_path, "Also write the results as JSON to this file");
+  add_json_option(codec, &args->json_path);
   codec->add_option("--device", args->device, "cpu or cuda[:N]")->capture_default_str();
   codec->add_option("--size", args->size, "fp32 input size (e.g. 64MiB, 1GiB)")
       ->transform(CLI::AsSizeValue(false))
@@ -237,7 +237,7 @@ void add_bench_commands(CLI::App& app) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   sw->add_option("--engine", swap->config.engine, "auto, uring or threads")->capture_default_str();
-  sw->add_option("--json", swap->json_path, "Also write the results as JSON to this file");
+  add_json_option(sw, &swap->json_path);
   sw->callback([swap] { run_swap(*swap); });
 
   auto host = std::make_shared<HostArgs>();
@@ -250,7 +250,7 @@ void add_bench_commands(CLI::App& app) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   ho->add_option("--repeats", host->config.repeats, "Best of N")->check(CLI::Range(1, 100))->capture_default_str();
-  ho->add_option("--json", host->json_path, "Also write the results as JSON to this file");
+  add_json_option(ho, &host->json_path);
   ho->callback([host] { run_host(*host); });
 
   auto alloc = std::make_shared<AllocArgs>();
@@ -261,7 +261,7 @@ void add_bench_commands(CLI::App& app) {
   al->add_option("--trace-file", alloc->trace_files, "Replay saved traces instead of recording")->check(CLI::ExistingFile);
   al->add_option("--save-traces", alloc->save_dir, "Save the recorded traces in this directory")->check(CLI::ExistingDirectory);
   al->add_option("--steps", alloc->steps, "Training steps per recording")->check(CLI::Range(1, 100))->capture_default_str();
-  al->add_option("--json", alloc->json_path, "Also write the results as JSON to this file");
+  add_json_option(al, &alloc->json_path);
   al->callback([alloc] { run_alloc(*alloc); });
 }
 

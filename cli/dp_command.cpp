@@ -43,9 +43,8 @@ void finish_config(DpFlags& f) {
 }
 
 void print_results(const DpFlags& f, const app::DpRunResult& r) {
-  const nlohmann::json j = app::to_json(f.run, r);
   const optim::ExchangeStats& e = r.exchange;
-  const int64_t bytes_warmup = j["bytes_per_step_warmup"], bytes_compressed = j["bytes_per_step_compressed"];
+  const int64_t bytes_warmup = r.warmup_bytes_per_step(), bytes_compressed = r.compressed_bytes_per_step();
   fmt::print("stage        steps   step (ms)   bytes sent per step (rank 0)\n");
   fmt::print("warm-up     {:6}   {:9.1f}   {:12}\n", e.warmup_steps, 1000 * r.warmup_step_s, bytes_warmup);
   if (e.compressed_steps > 0) {
@@ -60,17 +59,17 @@ void print_results(const DpFlags& f, const app::DpRunResult& r) {
              "({:.0f}% of the run)\n",
              r.final_train_loss, r.text ? "validation loss" : "test accuracy", r.evaluation, r.samples_per_s,
              e.warmup_bytes + e.compressed_bytes, e.seconds, 100 * e.seconds / std::max(1e-9, r.run_s));
-  if (!f.json_path.empty()) write_json(f.json_path, j);
+  if (!f.json_path.empty()) write_json(f.json_path, app::to_json(f.run, r));
 }
 
 // One worker: the run, with the banner and progress on rank 0.
 void run_rank(DpFlags& f) {
   f.run.group = rank_group(f.rank);
   const app::DpRunConfig& c = f.run;
-  ProgressDisplay progress;
+  ProgressDisplay progress(true);
   app::DpCallbacks callbacks;
   callbacks.on_start = [&](const app::DpStart& s) {
-    if (!s.controller_state_restored) print_no_controller_state("dp", c.resume);
+    if (!s.controller_state_restored) print_no_controller_state("dp", s.checkpoint);
     fmt::print("{} workers × batch {} of {} on {} ({} examples), {} over {}, warm-up {} of {} steps, level {}, "
                "link {} {}\n",
                s.workers, c.batch, c.model, app::to_string(c.data.set), s.train_examples,
@@ -84,6 +83,17 @@ void run_rank(DpFlags& f) {
   };
   const app::DpRunResult r = app::run_dp_worker(c, callbacks);
   if (r.leader) print_results(f, r);
+}
+
+// The workers, on loopback or (--link kernel) each with its egress shaped.
+void launch(const DpFlags& f) {
+  const RankLaunch launch = rank_launch("dp", f.workers, f.rank);
+  if (f.run.link == LinkMode::kKernel) {
+    const double rate = f.run.egress.bits_per_second;
+    launch_shaped(launch, [](int, int) { return 0.0; }, [rate](int) { return rate; });
+  } else {
+    launch_local(launch);
+  }
 }
 
 }  // namespace
@@ -129,20 +139,7 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--resume", r.resume, "Continue the run a --save directory holds (same workers and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
-  p->callback([f] {
-    finish_config(*f);
-    if (GroupConfig::in_env()) {
-      run_rank(*f);
-      return;
-    }
-    const RankLaunch launch = rank_launch("dp", f->workers, f->rank);
-    if (f->run.link == LinkMode::kKernel) {
-      const double rate = f->run.egress.bits_per_second;
-      launch_shaped(launch, [](int, int) { return 0.0; }, [rate](int) { return rate; });
-    } else {
-      launch_local(launch);
-    }
-  });
+  set_rank_callback(p, [f] { finish_config(*f); }, [f] { run_rank(*f); }, [f] { launch(*f); });
 }
 
 }  // namespace actkit::cli

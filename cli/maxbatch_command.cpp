@@ -214,7 +214,7 @@ void add_maxbatch_command(CLI::App& app) {
   cmd->add_option("--budget", a->budget, "Simulated device memory on the CPU, e.g. 1GiB, 512M");
   cmd->add_option("--device", a->device, "cpu (with --budget) or cuda[:N]")->capture_default_str();
   cmd->add_option("--levels", a->levels, "Comma-separated levels (overrides allowed: L3:bits=1.5)")->capture_default_str();
-  cmd->add_option("--json", a->json_path, "Also write the results as JSON to this file");
+  add_json_option(cmd, &a->json_path);
   cmd->add_option("--plot", a->plot_path, "Write batch size vs throughput to FILE.svg (or .png)");
   cmd->add_option("--limit", a->limit, "Largest batch to try")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--steps", a->steps, "Training steps per probe (the last is timed; from the second on, the optimizer's momentum is held)")

@@ -120,7 +120,7 @@ void add_model_commands(CLI::App& app) {
       ->capture_default_str();
   memory->add_option("--seed", m->seed, "Seed for weights, inputs and rounding")->capture_default_str();
   memory->add_option("--device", m->device, "cpu or cuda[:N]")->capture_default_str();
-  memory->add_option("--json", m->json_path, "Also write the results as JSON to this file");
+  add_json_option(memory, &m->json_path);
   memory->add_option("--nodes", m->nodes, "Profile backward node by node; print the N nodes with the highest peaks")
       ->check(CLI::NonNegativeNumber);
   memory->callback([m] { run_memory(*m); });

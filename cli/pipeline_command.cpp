@@ -71,8 +71,11 @@ void finish_config(PipelineFlags& f) {
   r.data.set = app::parse_data_set(f.data);
   if (c.replicas > 1) {
     r.replica_optimizer = optim::parse_optimizer_choice(f.optimizer);
-  } else {
+  } else if (f.optimizer == "adamw" || f.optimizer == "sgd") {
     c.optimizer = pipeline::parse_stage_optimizer(f.optimizer);
+  } else {
+    throw InvalidInput("pipeline: --optimizer " + f.optimizer +
+                       ": expected adamw or sgd (the data-parallel optimizers need --dp N, N > 1)");
   }
   if (!f.resume.empty()) {
     if (!r.init.empty()) throw InvalidInput("pipeline: give --init or --resume, not both");
@@ -96,14 +99,12 @@ void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
     fmt::print("the tied embedding's gradient: {} bytes between stage 0 and stage {} (with the gradient codec)\n",
                r.tied_bytes, c.stages - 1);
   }
-  const nlohmann::json j = app::to_json(f.run, r);
   if (c.forward_codec.kind == pipeline::BoundaryCodec::kAqsgd) {
-    const nlohmann::json& b = j["buffer"];
+    const app::BufferTotals& b = r.buffers;
     fmt::print("aqsgd buffers ({}, {}): {} bytes on both sides of every boundary ({} per example and side), "
                "file traffic {} read / {} written, {:.2f} s waited\n",
-               b["tier"].get<std::string>(), b["format"].get<std::string>(), b["bytes_stored"].get<int64_t>(),
-               b["bytes_per_example"].get<int64_t>(), b["bytes_read"].get<int64_t>(),
-               b["bytes_written"].get<int64_t>(), b["wait_s"].get<double>());
+               app::buffer_tier(c.buffers.memory_budget), pipeline::to_string(c.buffers.format), b.stored,
+               b.per_example, b.read, b.written, b.wait_s);
   }
   if (c.replicas > 1) {
     const int64_t steps_run = std::max<int64_t>(1, r.start.steps - r.start.first_step);
@@ -115,14 +116,14 @@ void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
   }
   fmt::print("train loss {:.4f}  validation loss {:.4f}  {:.0f} tokens/s  step {:.0f} ms  compression {:.2f}x\n",
              r.last_loss, r.val_loss, r.tokens_per_s, 1000 * r.step_time_s, r.compression_ratio());
-  if (!f.json_path.empty()) write_json(f.json_path, j);
+  if (!f.json_path.empty()) write_json(f.json_path, app::to_json(f.run, r));
 }
 
 // One rank: the run, with the banner and progress on rank 0.
 void run_rank(PipelineFlags& f) {
   f.run.group = rank_group(f.rank);
   const pipeline::PipelineConfig& c = f.run.pipeline;
-  ProgressDisplay progress;
+  ProgressDisplay progress(true);
   app::PipelineCallbacks callbacks;
   callbacks.on_start = [&](const app::PipelineStart& s) {
     if (!s.controller_state_restored) print_no_controller_state(fmt::format("stage {}", s.stage), f.run.init);
@@ -180,8 +181,6 @@ void add_pipeline_command(CLI::App& app) {
   auto f = std::make_shared<PipelineFlags>();
   app::PipelineRunConfig& r = f->run;
   pipeline::PipelineConfig& c = r.pipeline;
-  c.micro_batches = 4;
-  c.micro_batch_size = 4;
   auto* p = app.add_subcommand("pipeline", "Pipeline-parallel training with compressed stage boundaries");
   p->add_option("--model", c.model, "Zoo language model")->capture_default_str();
   p->add_option("--layers", f->shape.layers, "Transformer blocks")->check(CLI::PositiveNumber)->capture_default_str();
@@ -233,7 +232,7 @@ void add_pipeline_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   p->add_option("--validation-batches", r.validation_batches, "Micro-batches of validation at the end")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   p->add_option("--steps", r.steps, "Training steps")->check(CLI::NonNegativeNumber);
   p->add_option("--epochs", r.epochs, "Epochs over the training examples (instead of --steps)")
@@ -258,14 +257,7 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--resume", f->resume, "Continue the run a --save directory holds (same stages and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
-  p->callback([f] {
-    finish_config(*f);
-    if (GroupConfig::in_env()) {
-      run_rank(*f);
-    } else {
-      launch(*f);
-    }
-  });
+  set_rank_callback(p, [f] { finish_config(*f); }, [f] { run_rank(*f); }, [f] { launch(*f); });
 }
 
 }  // namespace actkit::cli

@@ -12,12 +12,17 @@ namespace actkit::cli {
 
 class ProgressDisplay {
  public:
-  ProgressDisplay() : tty_(isatty(STDERR_FILENO) != 0) {}
+  // `mean_between_lines`: a line (not on a terminal) says the mean of the
+  // losses shown since the last line, not the last loss alone; for losses
+  // of single steps, which are noisy.
+  explicit ProgressDisplay(bool mean_between_lines) : tty_(isatty(STDERR_FILENO) != 0), mean_(mean_between_lines) {}
 
   // `done` of `total` (a resumed run starts part-filled) under `label`
-  // ("step", "epoch 2"), the loss, and what else to say ("812 tokens/s").
+  // ("step", "epoch 2 step"), the loss, and what else to say ("812 tokens/s").
   void show(const std::string& label, int64_t done, int64_t total, double loss, const std::string& detail) {
     if (total < 1) return;
+    sum_ += loss;
+    ++count_;
     const int64_t tenth = (10 * done) / total;
     if (tty_) {
       const int filled = int(30 * done / total);
@@ -25,14 +30,23 @@ class ProgressDisplay {
                  std::string(size_t(30 - filled), '.'), loss, detail);
       if (done == total) fmt::print(stderr, "\n");
     } else if (tenth != last_tenth_ || done == total) {
-      fmt::print(stderr, "{} {}/{} loss {:.4f} {}\n", label, done, total, loss, detail);
+      if (mean_ && count_ > 1) {
+        fmt::print(stderr, "{} {}/{} loss {:.4f} (mean of the last {}) {}\n", label, done, total,
+                   sum_ / double(count_), count_, detail);
+      } else {
+        fmt::print(stderr, "{} {}/{} loss {:.4f} {}\n", label, done, total, loss, detail);
+      }
+      sum_ = 0;
+      count_ = 0;
     }
     last_tenth_ = done == total ? -1 : tenth;
   }
 
  private:
-  bool tty_;
+  bool tty_, mean_;
   int64_t last_tenth_ = -1;
+  double sum_ = 0;
+  int64_t count_ = 0;
 };
 
 }  // namespace actkit::cli

@@ -63,6 +63,18 @@ void add_rank_flags(CLI::App* command, RankFlags* flags) {
       ->default_str("gloo");
 }
 
+void set_rank_callback(CLI::App* command, std::function<void()> finish, std::function<void()> run_rank,
+                       std::function<void()> launch) {
+  command->callback([finish, run_rank, launch] {
+    finish();
+    if (GroupConfig::in_env()) {
+      run_rank();
+    } else {
+      launch();
+    }
+  });
+}
+
 int rank_timeout_seconds(const RankFlags& flags) {
   if (flags.timeout_s > 0) return flags.timeout_s;
   return int(comm_timeout_from_env().count());

@@ -46,6 +46,12 @@ GroupConfig rank_group(const RankFlags& flags);
 // The launch of `ranks` ranks of `command` with this command line and flags.
 RankLaunch rank_launch(const std::string& command, int ranks, const RankFlags& flags);
 
+// The callback of a multi-process command: `finish` (the flags into the
+// run's config, so a typo fails before any rank starts), then `run_rank`
+// in a process started as a rank (RANK and WORLD_SIZE set), else `launch`.
+void set_rank_callback(CLI::App* command, std::function<void()> finish, std::function<void()> run_rank,
+                       std::function<void()> launch);
+
 // Runs every rank on loopback and waits. Throws Error naming a rank that
 // failed or was killed.
 void launch_local(const RankLaunch& launch);

@@ -35,13 +35,14 @@ void run_train(TrainArgs& a) {
   // Before the banner: a typo gets only the error.
   const bool text = app::is_language_model(c.model);
   if (!a.data.empty()) c.data = app::parse_data_set(a.data);
+  app::check_data_kind(app::training_data_set(c), text);
   if (text && !a.lr_given) c.lr = 1e-3;  // AdamW's, not SGD's
   c.level = parse_level(a.level);
   app::parse_run_device(c.device, "train");
   const std::string data = app::to_string(app::training_data_set(c));
   fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", c.model, data, c.level.spec, c.epochs, c.batch,
              c.device == "cpu" ? "" : ", on " + c.device);
-  ProgressDisplay progress;
+  ProgressDisplay progress(false);
   const app::TrainResult r = app::run_training(c, [&](const app::TrainProgress& p) {
     progress.show(fmt::format("epoch {} step", p.epoch + 1), p.step, p.steps_per_epoch, p.loss, "");
   });

@@ -6,7 +6,10 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <thread>
 #include <map>
 #include <set>
 #include <string>
@@ -20,7 +23,9 @@
 #include "actkit/core/files.h"
 #include "actkit/pipeline/boundary_codec.h"
 #include "actkit/pipeline/schedule.h"
+#include "actkit/pipeline/stage_reports.h"
 #include "actkit/pipeline/stage_split.h"
+#include "actkit/comm/communicator.h"
 #include "peer_ranks.h"
 #include "pipeline_test_model.h"
 
@@ -597,6 +602,39 @@ TEST(PipelineDataParallel, ADeadRankIsNamedByItsNeighbours) {
   EXPECT_EQ(results[2].exit_status, 3) << "its pipeline neighbour did not name rank 3";
   EXPECT_LT(seconds, 40);
   files::remove_all(out);
+}
+
+// A diverged run's loss reaches rank 0 as it is: NaN and Inf are numbers
+// the loss relay carries (a text format without them would fail the run).
+TEST(StageReports, TheLossRelayCarriesNanAndInf) {
+  GroupConfig g;
+  g.world_size = 2;
+  g.master_port = free_local_port();
+  g.timeout = std::chrono::seconds(30);
+  for (const double value : {std::nan(""), std::numeric_limits<double>::infinity(), 2.5}) {
+    double received = 0;
+    g.master_port = free_local_port();
+    std::thread last([&] {
+      GroupConfig mine = g;
+      mine.rank = 1;
+      Communicator comm(mine);
+      pipeline::relay_to_first(comm, 1, 2, value, "the loss");
+      comm.flush();
+      comm.barrier();
+    });
+    {
+      Communicator comm(g);
+      comm.expect(1, pipeline::kReports, 1, pipeline::kMaxReportBytes);
+      received = pipeline::relay_to_first(comm, 0, 2, 0.0, "the loss");
+      comm.barrier();
+    }
+    last.join();
+    if (std::isnan(value)) {
+      EXPECT_TRUE(std::isnan(received));
+    } else {
+      EXPECT_EQ(received, value);
+    }
+  }
 }
 
 }  // namespace

@@ -60,22 +60,31 @@ TEST(TrainingData, EveryEpochIsAPermutationTheSameInEveryProcess) {
   EXPECT_NE(first, epochs[0]);
 }
 
-// `actkit dp`: step s of W workers of batch B reads positions (s·W + r)·B
-// onward on rank r; over an epoch the ranks together see every example once.
+// `actkit dp`: in each epoch the ranks together see every example at most
+// once, the same ones every rank order; an epoch leaves out what does not
+// fill a step (50 examples, 3 ranks of 4: 4 steps of 12, 2 left out), and
+// the next starts a fresh shuffle.
 TEST(TrainingData, DataParallelRanksShareAnEpochWithoutOverlap) {
-  const int64_t n = 48, batch = 4;
+  const int64_t n = 50, batch = 4;
   const int world = 3;
   auto data = TrainingData::open(synthetic_images(n));
-  std::multiset<int64_t> seen;
-  for (int64_t s = 0; s < n / (world * batch); ++s) {
+  const int64_t per_epoch = data->steps_per_epoch(world, batch);
+  ASSERT_EQ(per_epoch, 4);
+  std::vector<std::set<int64_t>> epochs(2);
+  for (int64_t s = 0; s < 2 * per_epoch; ++s) {
     for (int r = 0; r < world; ++r) {
-      const app::Batch b = data->train_batch((s * world + r) * batch, batch);
+      const app::Batch b = data->rank_batch(s, r, world, batch);
       ASSERT_EQ(b.inputs.size(0), batch);
-      seen.insert(b.example_ids.begin(), b.example_ids.end());
+      for (int64_t id : b.example_ids) {
+        EXPECT_TRUE(epochs[size_t(s / per_epoch)].insert(id).second) << "example " << id << " twice in an epoch";
+      }
     }
   }
-  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), size_t(n));
-  EXPECT_EQ(seen.size(), size_t(n));
+  EXPECT_EQ(epochs[0].size(), size_t(48));
+  EXPECT_EQ(epochs[1].size(), size_t(48));
+  // Epoch 1 begins where the stream's epoch 1 begins.
+  EXPECT_EQ(data->rank_batch(per_epoch, 0, world, batch).example_ids.front(), data->train_id_at(n));
+  EXPECT_THROW(data->rank_batch(0, 3, world, batch), InvalidInput);
 }
 
 // Shares (data-parallel pipelines) are fixed, disjoint sets, each a

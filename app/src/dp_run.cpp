@@ -27,14 +27,8 @@ std::string optimizer_file(const std::string& dir, int rank, int world) {
 }  // namespace
 
 void DpRunConfig::validate() const {
-  const bool text = is_language_model(model);
-  if (text ? data.set == DataSet::kFashionMnist : data.set == DataSet::kFortunes) {
-    throw InvalidInput(c10::str("dp: ", model, " trains on --data ", text ? "fortunes" : "fashion-mnist",
-                                " or synthetic, not ", to_string(data.set)));
-  }
-  if (link == LinkMode::kKernel && group.backend == CommBackend::kNccl) {
-    throw InvalidInput("dp: --link kernel shapes TCP between network namespaces; NCCL's GPU transports bypass it");
-  }
+  check_data_kind(data.set, is_language_model(model));
+  check_link_backend(link, group.backend);
   if (batch < 1 || epochs < 1 || steps < 0) throw InvalidInput("dp: --batch and --epochs must be >= 1, --steps >= 0");
   if (!(lr > 0)) throw InvalidInput("dp: --lr must be > 0");
   if (weight_decay < 0) throw InvalidInput("dp: --weight-decay must be >= 0");
@@ -57,9 +51,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   d.seq_len = config.shape.seq_len;
   d.seed = config.seed;
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
-  // Global step s takes the next world · batch examples of the stream, and
+  // Step s takes the next world · batch examples of the epoch's shuffle, and
   // rank r the r-th batch of them: every rank sees the same order.
-  const int64_t steps_per_epoch = std::max<int64_t>(1, data->epoch_size() / (config.batch * world));
+  const int64_t steps_per_epoch = data->steps_per_epoch(world, config.batch);
   const int64_t total = config.steps > 0 ? config.steps : int64_t(config.epochs) * steps_per_epoch;
   const int64_t warmup = optim::warmup_steps(config.optimizer, config.warmup_steps, config.warmup_fraction, total);
 
@@ -85,7 +79,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
 
   DpRunResult r;
   r.text = d.text;
-  r.start = {world, data->epoch_size(), 0, total, warmup, true};
+  r.start = {world, data->epoch_size(), 0, total, warmup, true, ""};
   if (!config.resume.empty()) {
     const std::string file = optimizer_file(config.resume, rank, world);
     if (!files::exists(file)) {
@@ -103,6 +97,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     }
     if (controller) restore_controller_state(*converted.controller, *controller, c10::str("dp: resume: ", file));
     r.start.controller_state_restored = controller.has_value();
+    r.start.checkpoint = file;
     r.start.first_step = opt->steps() + opt->skipped_steps();
     if (r.start.first_step >= total) {
       throw InvalidInput(c10::str("dp: the checkpoint is of step ", r.start.first_step, " of ", total));
@@ -119,7 +114,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     for (auto& group : opt->param_groups()) {
       group.options().set_lr(scheduled_lr(config.lr_schedule, config.lr, s, total));
     }
-    const Batch b = data->train_batch((s * world + rank) * config.batch, config.batch);
+    const Batch b = data->rank_batch(s, rank, world, config.batch);
     // In place of zero_grad(): at levels that keep gradients they are views
     // into one buffer, which zero_grad() cannot detach.
     converted.controller->reset_gradients(model->parameters());
@@ -181,10 +176,16 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   return r;
 }
 
+int64_t DpRunResult::warmup_bytes_per_step() const {
+  return exchange.warmup_steps > 0 ? exchange.warmup_bytes / exchange.warmup_steps : 0;
+}
+
+int64_t DpRunResult::compressed_bytes_per_step() const {
+  return exchange.compressed_steps > 0 ? exchange.compressed_bytes / exchange.compressed_steps : 0;
+}
+
 nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
   const optim::ExchangeStats& e = r.exchange;
-  const int64_t bytes_warmup = e.warmup_steps > 0 ? e.warmup_bytes / e.warmup_steps : 0;
-  const int64_t bytes_compressed = e.compressed_steps > 0 ? e.compressed_bytes / e.compressed_steps : 0;
   nlohmann::json j = {{"model", c.model},
                       {"optimizer", c.optimizer.name()},
                       {"algorithm", optim::to_string(c.optimizer.algorithm)},
@@ -206,8 +207,8 @@ nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
                       {"samples_per_s", r.samples_per_s},
                       {"step_time_warmup_s", r.warmup_step_s},
                       {"step_time_compressed_s", r.compressed_step_s},
-                      {"bytes_per_step_warmup", bytes_warmup},
-                      {"bytes_per_step_compressed", bytes_compressed},
+                      {"bytes_per_step_warmup", r.warmup_bytes_per_step()},
+                      {"bytes_per_step_compressed", r.compressed_bytes_per_step()},
                       {"bytes_total", e.warmup_bytes + e.compressed_bytes},
                       {"exchange_s", e.seconds},
                       {"run_s", r.run_s},

@@ -17,17 +17,6 @@
 namespace actkit::app {
 namespace {
 
-const char* codec_name(pipeline::BoundaryCodec::Kind kind) {
-  switch (kind) {
-    case pipeline::BoundaryCodec::kFp16: return "fp16";
-    case pipeline::BoundaryCodec::kDirectQ: return "directq";
-    case pipeline::BoundaryCodec::kTah: return "tah";
-    case pipeline::BoundaryCodec::kAqsgd: return "aqsgd";
-    case pipeline::BoundaryCodec::kFp32: break;
-  }
-  return "fp32";
-}
-
 // Steps of `epochs` passes over `examples` (an endless set: one step each).
 int64_t steps_of(double epochs, int64_t examples, int64_t per_step) {
   return int64_t(std::ceil(epochs * double(examples > 0 ? examples : per_step) / double(per_step)));
@@ -35,17 +24,19 @@ int64_t steps_of(double epochs, int64_t examples, int64_t per_step) {
 
 }  // namespace
 
+const char* buffer_tier(int64_t memory_budget) {
+  return memory_budget < 0 ? "memory" : memory_budget == 0 ? "files" : "both";
+}
+
 void PipelineRunConfig::validate() const {
   const pipeline::PipelineConfig& c = pipeline;
   if (find_model(c.model).task != Task::kLanguageModel) {
     throw InvalidInput(c10::str("pipeline: ", c.model, " is not a language model (gpt2, gpt2-small)"));
   }
-  if (data.set == DataSet::kFashionMnist) throw InvalidInput("pipeline: --data is fortunes or synthetic");
-  if (c.link_mode == LinkMode::kKernel && group.backend == CommBackend::kNccl) {
-    throw InvalidInput("pipeline: --link kernel shapes TCP between network namespaces; NCCL's GPU transports bypass it");
-  }
+  check_data_kind(data.set, true);
+  if (validation_batches < 1) throw InvalidInput("pipeline: --validation-batches must be >= 1");
+  check_link_backend(c.link_mode, group.backend);
   if (aqsgd_warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");
-  if (validation_batches < 0) throw InvalidInput("pipeline: --validation-batches must be >= 0");
   if (resume && init.empty()) throw InvalidInput("pipeline: resume: no checkpoint directory given");
   if (save_every < 0) throw InvalidInput("pipeline: --save-every must be >= 0");
   if (save_every > 0 && save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
@@ -175,6 +166,11 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   for (const auto& s : r.stages) {
     r.tied_bytes += s.tied_bytes;
     r.exchange_bytes += s.exchange_bytes;
+    r.buffers.stored += s.buffer_bytes_stored;
+    r.buffers.per_example = std::max(r.buffers.per_example, s.buffer_bytes_per_example);
+    r.buffers.read += s.buffer_bytes_read;
+    r.buffers.written += s.buffer_bytes_written;
+    r.buffers.wait_s += s.buffer_wait_seconds;
   }
   for (const auto* o : stage_optimizers) {
     const optim::ExchangeStats& x = o->exchange_stats();
@@ -206,26 +202,17 @@ nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult&
   }
   json buffer;
   if (c.forward_codec.kind == pipeline::BoundaryCodec::kAqsgd) {
-    int64_t stored = 0, per_example = 0, read = 0, written = 0;
-    double wait = 0;
-    for (const auto& s : r.stages) {
-      stored += s.buffer_bytes_stored;
-      per_example = std::max(per_example, s.buffer_bytes_per_example);
-      read += s.buffer_bytes_read;
-      written += s.buffer_bytes_written;
-      wait += s.buffer_wait_seconds;
-    }
-    const int64_t budget = c.buffers.memory_budget;
-    buffer = {{"tier", budget < 0 ? "memory" : budget == 0 ? "files" : "both"},
+    const BufferTotals& b = r.buffers;
+    buffer = {{"tier", buffer_tier(c.buffers.memory_budget)},
               {"format", pipeline::to_string(c.buffers.format)},
-              {"memory_budget_bytes", budget},
-              {"bytes_stored", stored},
-              {"bytes_per_example", per_example},
-              {"bytes_read", read},
-              {"bytes_written", written},
-              {"read_gbps", double(read) / std::max(1e-9, r.run_s) / 1e9},
-              {"write_gbps", double(written) / std::max(1e-9, r.run_s) / 1e9},
-              {"wait_s", wait},
+              {"memory_budget_bytes", c.buffers.memory_budget},
+              {"bytes_stored", b.stored},
+              {"bytes_per_example", b.per_example},
+              {"bytes_read", b.read},
+              {"bytes_written", b.written},
+              {"read_gbps", double(b.read) / std::max(1e-9, r.run_s) / 1e9},
+              {"write_gbps", double(b.written) / std::max(1e-9, r.run_s) / 1e9},
+              {"wait_s", b.wait_s},
               {"warmup_steps", r.aqsgd_warmup_steps}};
   }
   const int64_t steps_run = std::max<int64_t>(1, r.start.steps - r.start.first_step);
@@ -233,7 +220,7 @@ nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult&
           {"layers", c.model_options.layers},
           {"hidden", c.model_options.hidden},
           {"seq_len", c.seq_len},
-          {"codec", codec_name(c.forward_codec.kind)},
+          {"codec", pipeline::to_string(c.forward_codec.kind)},
           {"forward_codec", c.forward_codec.describe()},
           {"backward_codec", c.backward_codec.describe()},
           {"fw_bits", c.forward_codec.bits},

@@ -1,7 +1,6 @@
 #include "actkit/app/text_corpus.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/StringUtil.h>
 
 #include <algorithm>
@@ -78,25 +77,7 @@ std::pair<at::Tensor, at::Tensor> TextCorpus::examples(const std::vector<int64_t
 }
 
 int64_t TextCorpus::train_id_at(int64_t position, uint64_t seed, int share, int shares) const {
-  if (position < 0) throw InvalidInput("text corpus: negative position");
-  if (shares < 1 || share < 0 || share >= shares || shares > train_size_) {
-    throw InvalidInput(c10::str("text corpus: share ", share, " of ", shares, " of ", train_size_, " examples"));
-  }
-  const int64_t share_size = train_size_ / shares;
-  const int64_t epoch = position / share_size;
-  if (epoch != cached_epoch_ || seed != cached_seed_ || share != cached_share_ || shares != cached_shares_) {
-    // Share 0 of 1 is the whole set, shuffled as it always was.
-    at::Generator gen = at::detail::createCPUGenerator(seed * 7919u + uint64_t(epoch) + uint64_t(share) * 104729u);
-    const at::Tensor perm = at::randperm(share_size, gen, at::kLong);
-    order_.resize(size_t(share_size));
-    const int64_t* p = perm.data_ptr<int64_t>();
-    for (int64_t i = 0; i < share_size; ++i) order_[size_t(i)] = share + p[i] * shares;
-    cached_epoch_ = epoch;
-    cached_seed_ = seed;
-    cached_share_ = share;
-    cached_shares_ = shares;
-  }
-  return order_[size_t(position % share_size)];
+  return shuffle_.id_at(train_size_, position, seed, share, shares);
 }
 
 int64_t TextCorpus::validation_id(int64_t i) const {

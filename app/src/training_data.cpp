@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "actkit/app/fashion_mnist.h"
+#include "actkit/app/share_shuffle.h"
 #include "actkit/app/text_corpus.h"
 #include "actkit/core/errors.h"
 
@@ -31,24 +32,17 @@ void check_share(int64_t position, int share, int shares, int64_t examples) {
 class ImageData : public TrainingData {
  public:
   ImageData(ImageDataset train, ImageDataset test, uint64_t seed)
-      : train_(std::move(train)), test_(std::move(test)), seed_(seed) {}
+      : train_(std::move(train)), test_(std::move(test)), seed_(seed) {
+    if (train_.images.size(0) < 1 || test_.images.size(0) < 1) {
+      throw InvalidInput("image data: a split without examples");
+    }
+  }
   bool text() const override { return false; }
   int64_t train_size() const override { return train_.images.size(0); }
   int64_t validation_size() const override { return test_.images.size(0); }
 
   int64_t train_id_at(int64_t position, int share, int shares) const override {
-    check_share(position, share, shares, train_size());
-    const int64_t share_size = train_size() / shares;
-    const int64_t epoch = position / share_size;
-    if (epoch != cached_epoch_ || share != cached_share_ || shares != cached_shares_) {
-      // Epoch e's order: a permutation drawn from (seed, e) alone.
-      at::Generator g = at::detail::createCPUGenerator(seed_ * 7919 + uint64_t(epoch) + uint64_t(share) * 65537u);
-      order_ = at::randperm(share_size, g, at::kLong);
-      cached_epoch_ = epoch;
-      cached_share_ = share;
-      cached_shares_ = shares;
-    }
-    return share + order_.data_ptr<int64_t>()[position % share_size] * shares;
+    return shuffle_.id_at(train_size(), position, seed_, share, shares);
   }
   int64_t validation_id(int64_t i) const override { return train_size() + i; }
 
@@ -67,9 +61,7 @@ class ImageData : public TrainingData {
  private:
   ImageDataset train_, test_;
   uint64_t seed_;
-  mutable at::Tensor order_;
-  mutable int64_t cached_epoch_ = -1;
-  mutable int cached_share_ = -1, cached_shares_ = -1;
+  ShareShuffle shuffle_;
 };
 
 // The fortunes (or any) text, as bytes.
@@ -155,14 +147,18 @@ DataSet parse_data_set(const std::string& name) {
   throw InvalidInput(c10::str("--data ", name, ": expected fashion-mnist, fortunes or synthetic"));
 }
 
-std::unique_ptr<TrainingData> TrainingData::open(const DataOptions& o) {
-  if (o.train_limit < 0) throw InvalidInput("training data: the limit must be >= 0");
-  if (o.set == DataSet::kFashionMnist && o.text) {
+void check_data_kind(DataSet set, bool text) {
+  if (set == DataSet::kFashionMnist && text) {
     throw InvalidInput("--data fashion-mnist holds images: a language model trains on fortunes or synthetic");
   }
-  if (o.set == DataSet::kFortunes && !o.text) {
+  if (set == DataSet::kFortunes && !text) {
     throw InvalidInput("--data fortunes holds text: an image model trains on fashion-mnist or synthetic");
   }
+}
+
+std::unique_ptr<TrainingData> TrainingData::open(const DataOptions& o) {
+  if (o.train_limit < 0) throw InvalidInput("training data: the limit must be >= 0");
+  check_data_kind(o.set, o.text);
   switch (o.set) {
     case DataSet::kFashionMnist: {
       const std::string dir = o.path.empty() ? kFashionMnistDir : o.path;
@@ -187,6 +183,20 @@ Batch TrainingData::train_batch(int64_t first, int64_t count, int share, int sha
   std::vector<int64_t> ids;
   for (int64_t j = 0; j < count; ++j) ids.push_back(train_id_at(first + j, share, shares));
   return examples(ids);
+}
+
+int64_t TrainingData::steps_per_epoch(int world, int64_t batch) const {
+  if (world < 1 || batch < 1) throw InvalidInput(c10::str("training data: ", world, " ranks of batch ", batch));
+  return std::max<int64_t>(1, epoch_size() / (int64_t(world) * batch));
+}
+
+Batch TrainingData::rank_batch(int64_t step, int rank, int world, int64_t batch) const {
+  if (step < 0 || rank < 0 || rank >= world) {
+    throw InvalidInput(c10::str("training data: step ", step, " of rank ", rank, " of ", world));
+  }
+  const int64_t per_epoch = steps_per_epoch(world, batch);
+  const int64_t epoch = step / per_epoch, within = step % per_epoch;
+  return train_batch(epoch * epoch_size() + (within * world + rank) * batch, batch);
 }
 
 Batch TrainingData::validation_batch(int64_t first, int64_t count) const {

@@ -40,6 +40,13 @@ CommBackend parse_comm_backend(const std::string& text) {
   throw InvalidInput(c10::str("backend '", text, "': expected gloo or nccl"));
 }
 
+void check_link_backend(LinkMode mode, CommBackend backend) {
+  if (mode == LinkMode::kKernel && backend == CommBackend::kNccl) {
+    throw InvalidInput("--link kernel shapes TCP between network namespaces; NCCL's GPU transports bypass it: "
+                       "use --link process with --backend nccl");
+  }
+}
+
 bool comm_backend_available(CommBackend backend) {
 #ifdef ACTKIT_WITH_NCCL
   (void)backend;

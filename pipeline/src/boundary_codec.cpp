@@ -10,10 +10,21 @@
 
 namespace actkit::pipeline {
 
+const char* to_string(BoundaryCodec::Kind kind) {
+  switch (kind) {
+    case BoundaryCodec::kFp16: return "fp16";
+    case BoundaryCodec::kDirectQ: return "directq";
+    case BoundaryCodec::kTah: return "tah";
+    case BoundaryCodec::kAqsgd: return "aqsgd";
+    case BoundaryCodec::kFp32: break;
+  }
+  return "fp32";
+}
+
 std::string BoundaryCodec::describe() const {
   switch (kind) {
-    case kFp32: return "fp32";
-    case kFp16: return "fp16";
+    case kFp32:
+    case kFp16: return to_string(kind);
     case kDirectQ: return c10::str("directq", bits, stochastic ? "-sr" : "", per_channel ? "-channel" : "");
     case kTah: return c10::str("tah", bits, "/", bits - 1, "-g", tah_group, "-p", tah_high_fraction);
     case kAqsgd: return c10::str("aqsgd", bits, stochastic ? "-sr" : "");

@@ -74,28 +74,17 @@ class AqsgdBoundaries : public StageBoundaries {
   AqsgdBoundaries(Communicator& comm, const PipelineConfig& config, const StagePosition& at, int64_t resume_step)
       : StageBoundaries(comm, config, at) {
     const std::vector<int64_t> row{config.seq_len, config.model_options.hidden};
-    std::string send_error, recv_error;
-    try {
-      if (!at.last(config)) {
-        send_ = std::make_unique<AqsgdBoundary>(store_name(at.stage, at.stage + 1, "sender"), config.buffers,
-                                                config.forward_codec, row, resume_step);
-      }
-    } catch (const Error& e) {
-      send_error = e.what();
-    }
-    try {
-      if (!at.first()) {
-        recv_ = std::make_unique<AqsgdBoundary>(store_name(at.stage - 1, at.stage, "receiver"), config.buffers,
-                                                config.forward_codec, row, resume_step);
-      }
-    } catch (const Error& e) {
-      recv_error = e.what();
-    }
+    const auto [send_error, recv_error] = on_each_side([&](bool sender) {
+      const int from = sender ? at.stage : at.stage - 1;
+      (sender ? send_ : recv_) = std::make_unique<AqsgdBoundary>(
+          store_name(from, from + 1, sender ? "sender" : "receiver"), config.buffers, config.forward_codec, row,
+          resume_step);
+    });
     compare_checkpoints(resume_step >= 0 ? c10::str("resuming at step ", resume_step) : "opening the buffers",
                         send_error, recv_error);
   }
 
-  bool needs_example_ids() const override { return true; }
+  bool needs_example_ids() const override { return send_ || recv_; }
 
   void begin_step(int micro_batches) override {
     if (recv_ && config_.buffers.check) comm_.expect(at_.stage - 1, kBufferChecks, micro_batches, 64);
@@ -134,17 +123,8 @@ class AqsgdBoundaries : public StageBoundaries {
   }
 
   void checkpoint(int64_t steps) override {
-    std::string send_error, recv_error;
-    try {
-      if (send_) send_->store().checkpoint(steps);
-    } catch (const Error& e) {
-      send_error = e.what();
-    }
-    try {
-      if (recv_) recv_->store().checkpoint(steps);
-    } catch (const Error& e) {
-      recv_error = e.what();
-    }
+    const auto [send_error, recv_error] =
+        on_each_side([&](bool sender) { (sender ? send_ : recv_)->store().checkpoint(steps); });
     compare_checkpoints(c10::str("at the checkpoint of step ", steps), send_error, recv_error);
   }
 
@@ -161,6 +141,24 @@ class AqsgdBoundaries : public StageBoundaries {
   }
 
  private:
+  // Runs `action(sender)` for each side this stage holds (the sender's
+  // toward stage + 1, the receiver's from stage - 1) and returns each
+  // side's error text (empty: none), so that both sides of a boundary hear
+  // of a failure before either throws.
+  template <class Action>
+  std::pair<std::string, std::string> on_each_side(Action action) {
+    std::string errors[2];
+    for (const bool sender : {true, false}) {
+      if (sender ? at_.last(config_) : at_.first()) continue;
+      try {
+        action(sender);
+      } catch (const Error& e) {
+        errors[sender ? 0 : 1] = e.what();
+      }
+    }
+    return {errors[0], errors[1]};
+  }
+
   // The same on both sides of a boundary.
   uint64_t buffer_seed(int64_t step, int micro_batch, int boundary) const {
     return config_.seed * 0xD1B54A32D192ED03ull ^ (uint64_t(step) << 24) ^ (uint64_t(micro_batch) << 8) ^

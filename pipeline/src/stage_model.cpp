@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "actkit/core/errors.h"
 #include "actkit/pipeline/stage_checkpoint.h"
 #include "actkit/pipeline/stage_reports.h"
 #include "actkit/pipeline/stage_split.h"
+#include "report_json.h"
 
 namespace actkit::pipeline {
 namespace {
@@ -49,12 +49,13 @@ std::vector<double> piece_costs(Communicator& comm, const PipelineConfig& config
     return costs;
   }
   comm.expect(0, kReports, 1, kMaxReportBytes);
-  const auto bytes = comm.recv(0, kReports, "the measured piece times");
+  const std::string what = "the measured piece times";
+  const nlohmann::json j = parse_report(comm.recv(0, kReports, what), what, 0);
   std::vector<double> times;
   try {
-    times = nlohmann::json::parse(bytes.begin(), bytes.end()).get<std::vector<double>>();
+    times = j.get<std::vector<double>>();
   } catch (const nlohmann::json::exception& e) {
-    throw CommError(c10::str("rank ", comm.rank(), ": rank 0's piece times are malformed: ", e.what()), 0);
+    throw CommError(c10::str("rank ", comm.rank(), ": ", what, " from rank 0 are malformed: ", e.what()), 0);
   }
   if (times.size() != pieces.size()) {
     throw CommError(c10::str("rank ", comm.rank(), ": rank 0 measured ", times.size(), " model pieces, this rank has ",

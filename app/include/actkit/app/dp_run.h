@@ -53,6 +53,7 @@ struct DpStart {
   int64_t first_step = 0, steps = 0, warmup_steps = 0;
   // False after resuming from a checkpoint without the level's state.
   bool controller_state_restored = true;
+  std::string checkpoint;  // the optimizer file resumed from (empty: none)
 };
 
 struct DpCallbacks {
@@ -71,6 +72,9 @@ struct DpRunResult {
   double run_s = 0, samples_per_s = 0;
   double warmup_step_s = 0, compressed_step_s = 0;  // mean step, each stage's first excluded
   optim::ExchangeStats exchange;     // rank 0's
+  // Per step of each stage of the exchange, rank 0's bytes.
+  int64_t warmup_bytes_per_step() const;
+  int64_t compressed_bytes_per_step() const;
 };
 
 // Forms the group, trains, saves, evaluates. Throws InvalidInput for a bad

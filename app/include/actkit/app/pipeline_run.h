@@ -65,6 +65,17 @@ struct PipelineCallbacks {
   std::function<void(const StepProgress&)> on_step;    // rank 0, after each step
 };
 
+// aqsgd: the m(ξ) stores of every stage, together.
+struct BufferTotals {
+  int64_t stored = 0;       // bytes on both sides of every boundary
+  int64_t per_example = 0;  // one side's m(ξ) of one example
+  int64_t read = 0, written = 0;  // file traffic
+  double wait_s = 0;
+};
+// Where m(ξ) lives under a per-store memory budget: "memory" (-1: none),
+// "files" (0) or "both".
+const char* buffer_tier(int64_t memory_budget);
+
 // What rank 0 knows at the end (other ranks: leader false, the rest empty).
 struct PipelineRunResult {
   bool leader = false;
@@ -79,6 +90,7 @@ struct PipelineRunResult {
   int64_t exchange_bytes = 0;           // replicas: what replica 0's stages' optimizers sent
   optim::ExchangeStats stage0_exchange;  // replicas: stage 0's optimizers together
   int64_t aqsgd_warmup_steps = 0;
+  BufferTotals buffers;
   double compression_ratio() const { return boundary_bytes > 0 ? double(fp32_bytes) / double(boundary_bytes) : 1.0; }
 };
 

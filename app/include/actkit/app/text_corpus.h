@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "actkit/app/share_shuffle.h"
+
 namespace actkit::app {
 
 constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
@@ -55,10 +57,7 @@ class TextCorpus {
   std::vector<uint8_t> text_;
   int64_t seq_len_;
   int64_t train_size_ = 0, validation_size_ = 0, validation_first_ = 0;
-  mutable int64_t cached_epoch_ = -1;
-  mutable uint64_t cached_seed_ = 0;
-  mutable int cached_share_ = 0, cached_shares_ = 1;
-  mutable std::vector<int64_t> order_;
+  ShareShuffle shuffle_;
 };
 
 }  // namespace actkit::app

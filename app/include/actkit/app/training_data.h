@@ -9,7 +9,8 @@
 // the training examples seeded by (seed, e); with `shares` > 1 the stream
 // is share r's alone (the examples r, r + shares, ..., equally many per
 // share), so data-parallel replicas see disjoint, fixed sets (AQ-SGD's
-// per-example buffers need that).
+// per-example buffers need that). Synthetic text is taken in id order, not
+// shuffled: its examples are random already.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,6 +32,10 @@ enum class DataSet {
 const char* to_string(DataSet set);  // "fashion-mnist", "fortunes", "synthetic"
 // Throws InvalidInput naming the accepted values.
 DataSet parse_data_set(const std::string& name);
+
+// Throws InvalidInput when `set` is not of the kind a model reads: text
+// (language models) or images (classifiers).
+void check_data_kind(DataSet set, bool text);
 
 struct DataOptions {
   DataSet set = DataSet::kSynthetic;
@@ -80,6 +85,13 @@ class TrainingData {
   int64_t epoch_size() const { return train_size() > 0 ? train_size() : kEndlessEpoch; }
   // `count` examples from `first` on of share `share`'s stream.
   Batch train_batch(int64_t first, int64_t count, int share = 0, int shares = 1) const;
+  // Data parallelism over `world` ranks with `batch` examples each: an
+  // epoch is ⌊epoch_size() / (world · batch)⌋ steps (at least 1); step s of
+  // epoch e gives rank r the positions e · epoch_size() + (s · world + r) ·
+  // batch onward. Every epoch starts a fresh shuffle and leaves out the
+  // examples that do not fill a step (a sampler's drop_last).
+  int64_t steps_per_epoch(int world, int64_t batch) const;
+  Batch rank_batch(int64_t step, int rank, int world, int64_t batch) const;
   // Validation examples first .. first + count - 1.
   Batch validation_batch(int64_t first, int64_t count) const;
 };

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <string>
 
+#include "actkit/comm/link_spec.h"
+
 namespace actkit {
 
 // The c10d process group that carries a group's messages and collectives.
@@ -20,6 +22,10 @@ CommBackend parse_comm_backend(const std::string& text);
 // Whether this build of ACTkit can form a group on `backend` (NCCL needs a
 // LibTorch with CUDA and c10d's NCCL group).
 bool comm_backend_available(CommBackend backend);
+
+// Throws InvalidInput for --link kernel with NCCL: tc shapes TCP between
+// network namespaces, and NCCL's GPU transports bypass it.
+void check_link_backend(LinkMode mode, CommBackend backend);
 
 struct GroupConfig {
   int rank = 0;

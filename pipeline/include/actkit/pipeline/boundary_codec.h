@@ -25,6 +25,9 @@ struct BoundaryCodec {
   std::string describe() const;
 };
 
+// "fp32", "fp16", "directq", "tah", "aqsgd": the names parse_boundary_codec takes.
+const char* to_string(BoundaryCodec::Kind kind);
+
 // `name`: fp32 | fp16 | directq | tah | aqsgd; `bits` as in BoundaryCodec (ignored
 // for fp32/fp16). Throws InvalidInput naming what is wrong.
 BoundaryCodec parse_boundary_codec(const std::string& name, int bits);

@@ -44,7 +44,7 @@ class StageModel {
   bool is_shared(const std::string& name) const;
   const std::vector<std::string>& parameter_names() const { return param_names_; }
   // The level's controller: reset_gradients() before, step() after each step.
-  Controller& controller() const { return *converted_.controller; }
+  Controller& controller() { return *converted_.controller; }
 
   // This stage's pieces over `input` (token ids on stage 0, the previous
   // stage's activations elsewhere).

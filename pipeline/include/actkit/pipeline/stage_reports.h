@@ -50,8 +50,9 @@ struct StageSummary {
 // `value` of the last stage (stage `stages` - 1) on rank 0: the last stage
 // sends it, rank 0 returns what it received, every other rank (and a
 // pipeline of one stage) returns `value` unchanged. The caller on rank 0
-// must have announced the message (Communicator::expect). `what` names it
-// in errors. Throws CommError naming the last stage for a malformed one.
+// must have announced the message (Communicator::expect). NaN and Inf
+// arrive as they are. `what` names it in errors. Throws CommError naming
+// the last stage for a malformed one.
 double relay_to_first(Communicator& comm, int stage, int stages, double value, const std::string& what);
 
 // Collects every stage's link reports and summary on rank 0: links merged
