@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "actkit/app/level_switches.h"
+#include "actkit/app/train_step.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/converters/controller_archive.h"
 #include "actkit/converters/convert.h"
@@ -115,17 +116,8 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
       group.options().set_lr(scheduled_lr(config.lr_schedule, config.lr, s, total));
     }
     const Batch b = data->rank_batch(s, rank, world, config.batch);
-    // In place of zero_grad(): at levels that keep gradients they are views
-    // into one buffer, which zero_grad() cannot detach.
-    converted.controller->reset_gradients(model->parameters());
-    at::Tensor out = model->forward(b.inputs);
-    at::Tensor loss = d.text ? fused_cross_entropy(out.reshape({-1, out.size(-1)}), b.labels.reshape({-1}))
-                             : model->loss(b.inputs, out, b.labels);
-    out = at::Tensor();
-    loss.backward();
-    const bool compressing = opt->compressing();
-    opt->step();
-    converted.controller->step();
+    const bool compressing = opt->compressing();  // before the step that may freeze
+    const at::Tensor loss = train_step(*model, *converted.controller, *opt, b.inputs, b.labels);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // The first step of each stage pays for warm-up (allocations, the freeze).
     if (compressing && s > start && opt->exchange_stats().compressed_steps > 1) {

@@ -12,6 +12,7 @@
 #include "actkit/app/memory_meter.h"
 #include "actkit/app/run_device.h"
 #include "actkit/app/run_progress.h"
+#include "actkit/app/train_step.h"
 #include "actkit/converters/convert.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/device.h"
@@ -89,16 +90,15 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
         group.options().set_lr(scheduled_lr(LrSchedule::kCosine, c.lr, r.steps, total_steps));
       }
       const auto t0 = std::chrono::steady_clock::now();
-      converted.controller->reset_gradients(model->parameters());
-      const int64_t before = r.steps == 0 ? meter.current() : 0;
-      at::Tensor out = model->forward(x);
-      at::Tensor loss = text ? fused_cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}))
-                             : model->loss(x, out, y);
-      if (r.steps == 0) r.activation_bytes = activation_bytes(before, meter.current(), out, loss);
-      out = at::Tensor();
-      loss.backward();
-      opt->step();
-      converted.controller->step();
+      int64_t before = 0;
+      StepHooks hooks;
+      if (r.steps == 0) {  // the first step's activation memory, measured as ActNN does
+        hooks.before_forward = [&] { before = meter.current(); };
+        hooks.after_loss = [&](const at::Tensor& out, const at::Tensor& loss) {
+          r.activation_bytes = activation_bytes(before, meter.current(), out, loss);
+        };
+      }
+      const at::Tensor loss = train_step(*model, *converted.controller, *opt, x, y, hooks);
       synchronize(device);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (r.steps > 0) {

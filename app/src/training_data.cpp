@@ -9,6 +9,7 @@
 
 #include "actkit/app/fashion_mnist.h"
 #include "actkit/app/share_shuffle.h"
+#include "actkit/app/train_step.h"
 #include "actkit/app/text_corpus.h"
 #include "actkit/core/errors.h"
 
@@ -220,7 +221,7 @@ double evaluate(ZooModel& model, const TrainingData& data, int64_t text_batch, a
     const Batch b = data.validation_batch(i, std::min(batch, n - i));
     const at::Tensor out = model.forward(b.inputs.to(device));
     if (data.text()) {
-      sum += fused_cross_entropy(out.reshape({-1, out.size(-1)}), b.labels.to(device).reshape({-1})).item<double>();
+      sum += batch_loss(model, b.inputs, out, b.labels.to(device)).item<double>();
       ++counted;
     } else {
       sum += double(out.argmax(1).cpu().eq(b.labels).sum().item<int64_t>());
