@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/models/zoo.h"
 
 namespace actkit::cli {
@@ -63,11 +64,11 @@ inline void add_json_option(CLI::App* command, std::string* path) {
   command->add_option("--json", *path, "Also write the results as JSON to this file");
 }
 
-// Writes `j` (pretty-printed) to `path`; throws Error if it cannot.
+// Writes `j` (pretty-printed) to `path`, whole or not at all; throws
+// IoError naming the file and the cause if it cannot.
 inline void write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) throw Error("cannot write " + path);
+  const std::string text = j.dump(2) + "\n";
+  files::write_file_atomic(path, text.data(), text.size());
 }
 
 }  // namespace actkit::cli

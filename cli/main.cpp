@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "actkit/app/process.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/version.h"
 #include "cli_util.h"
@@ -27,14 +28,17 @@ std::string version_text() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A rank started by `actkit dp` / `actkit pipeline` ends with its launcher.
+  actkit::app::end_with_parent();
   CLI::App app{"ACTkit: activation-compressed training, offload and compressed communication on LibTorch",
                "actkit"};
   app.set_version_flag("--version", version_text());
   // LibTorch sizes its pool by the physical cores it detects, which on
   // virtual machines is often 1; use every core unless told otherwise.
   int threads = std::getenv("OMP_NUM_THREADS") ? 0 : int(std::thread::hardware_concurrency());
+  // More threads than cores only contend; far more exhausts the process's limits.
   app.add_option("--threads", threads, "LibTorch intra-op threads (default: all cores, or OMP_NUM_THREADS)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1024));
   app.parse_complete_callback([&threads] {
     if (threads > 0) at::set_num_threads(threads);
   });

@@ -2,6 +2,7 @@
 #include "rank_launcher.h"
 
 #include <c10/util/StringUtil.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -27,16 +28,27 @@ std::string threads_per_rank(int ranks) {
   return std::to_string(std::max(1u, cores / unsigned(ranks)));
 }
 
+// Names the rank that failed first (the others may have failed because of
+// it, or been stopped by the launcher).
 void check_results(const RankLaunch& l, const std::vector<app::ProcessResult>& results) {
+  int first = -1, failed = 0;
   for (size_t r = 0; r < results.size(); ++r) {
-    if (!results[r].succeeded()) {
-      throw Error(results[r].signal != 0
-                      ? c10::str(l.command, ": rank ", r, " was killed by signal ", results[r].signal)
-                      : c10::str(l.command, ": rank ", r, " failed (exit status ", results[r].exit_status,
-                                 "; its error is above)"));
-    }
+    if (results[r].succeeded()) continue;
+    ++failed;
+    if (first < 0 || results[r].end_order < results[size_t(first)].end_order) first = int(r);
   }
+  if (first < 0) return;
+  const app::ProcessResult& f = results[size_t(first)];
+  const std::string others = failed > 1 ? c10::str("; ", failed - 1, " other rank(s) ended after it") : "";
+  throw Error(f.signal != 0 ? c10::str(l.command, ": rank ", first, " was killed by signal ", f.signal, others)
+                            : c10::str(l.command, ": rank ", first, " failed first (exit status ", f.exit_status,
+                                       "; its error is above", others, ")"));
 }
+
+// After one rank fails, how long the others get to end on their own: a
+// peer of a rank that died notices within a second; one still waiting at
+// the rendezvous would wait its whole timeout, so it is stopped.
+std::chrono::seconds failure_grace(const RankLaunch& l) { return std::chrono::seconds(std::min(l.timeout_s + 5, 10)); }
 
 }  // namespace
 
@@ -106,7 +118,7 @@ void launch_local(const RankLaunch& l) {
                       {"MASTER_PORT", std::to_string(port)},
                       {"OMP_NUM_THREADS", threads}}});
   }
-  check_results(l, app::run_processes(ranks, std::chrono::seconds(l.timeout_s + 5)));
+  check_results(l, app::run_processes(ranks, failure_grace(l)));
 }
 
 void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& peer_rate,
@@ -115,8 +127,9 @@ void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& p
     if (!app::program_in_path("unshare") || !app::program_in_path("tc") || !app::program_in_path("ip")) {
       throw Error(l.command + ": --link kernel needs unshare, ip and tc (util-linux, iproute2); use --link process");
     }
-    std::vector<std::string> argv{"unshare", "-n", "-m", "--propagation", "private",
-                                  "env", "ACTKIT_NETNS=1", app::self_executable()};
+    // unshare and env exec: the launcher inside is this process's child, and ends with it.
+    std::vector<std::string> argv{"unshare", "-n", "-m", "--propagation", "private", "env", "ACTKIT_NETNS=1",
+                                  "ACTKIT_PARENT_PID=" + std::to_string(::getpid()), app::self_executable()};
     argv.insert(argv.end(), l.args.begin(), l.args.end());
     if (!app::run_process(argv).succeeded()) {
       throw Error(l.command + ": the shaped run failed (see above; unshare -n -m needs root)");
@@ -182,7 +195,7 @@ void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& p
                       {"GLOO_SOCKET_IFNAME", rank_interface(r)},
                       {"OMP_NUM_THREADS", threads}}});
   }
-  check_results(l, app::run_processes(ranks, std::chrono::seconds(l.timeout_s + 5)));
+  check_results(l, app::run_processes(ranks, failure_grace(l)));
 }
 
 }  // namespace actkit::cli

@@ -113,12 +113,13 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"fashion-mnist", "synthetic", "fortunes"}));
   train->add_option("--data-dir", c.data_dir,
                     "Fashion-MNIST IDX directory, or the text file/directory (default: the Debian package's)");
-  train->add_option("--layers", c.shape.layers, "gpt2: transformer blocks")->capture_default_str();
-  train->add_option("--hidden", c.shape.hidden, "gpt2: hidden size")->capture_default_str();
-  train->add_option("--heads", c.shape.heads, "gpt2: attention heads")->capture_default_str();
+  train->add_option("--layers", c.shape.layers, "gpt2: transformer blocks")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train->add_option("--hidden", c.shape.hidden, "gpt2: hidden size")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--heads", c.shape.heads, "gpt2: attention heads")->check(CLI::PositiveNumber)->capture_default_str();
   train->add_option("--seq-len", c.shape.seq_len, "gpt2: tokens (bytes) per example")->check(CLI::PositiveNumber)
       ->capture_default_str();
-  train->add_option("--dropout", c.shape.dropout, "gpt2: dropout")->capture_default_str();
+  train->add_option("--dropout", c.shape.dropout, "gpt2: dropout")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   train->add_option("--save", c.save, "Write the trained weights to this file (torch.save state dict)");
   train->add_option("--resume", c.resume, "Start from the weights in this file (a state dict)");
   train->add_option("--level", a->level, "Level, e.g. L0, L3 or L3:bits=1.5")->capture_default_str();

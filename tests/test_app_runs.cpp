@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 
 #include "actkit/app/dp_run.h"
 #include "actkit/app/pipeline_run.h"
@@ -169,6 +171,28 @@ TEST(PipelineRun, ResumesBitForBit) {
   EXPECT_EQ(resumed.losses[0], straight.losses[2]);
   EXPECT_EQ(resumed.losses[1], straight.losses[3]);
   EXPECT_EQ(resumed.val_loss, straight.val_loss);
+  // One flipped byte in either file of the checkpoint is refused, naming it.
+  for (const std::string name : {"optimizer-stage0of1.pt", "stage0of1.pt"}) {
+    const std::string file = first.save + "/" + name;
+    std::string bytes;
+    {
+      std::ifstream in(file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::string damaged = bytes;
+    damaged[damaged.size() / 3] ^= 0x01;
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
+    app::PipelineRunConfig again = small_pipeline();
+    again.init = first.save;
+    again.resume = true;
+    try {
+      app::run_pipeline_rank(again);
+      ADD_FAILURE() << "a damaged " << name << " was resumed from";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  }
   // Nothing left to do is refused.
   app::PipelineRunConfig done = small_pipeline();
   done.init = first.save;

@@ -3,12 +3,17 @@
 
 #include "actkit/app/process.h"
 #include "actkit/core/errors.h"
+#include "test_util.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <string>
+#include <thread>
 
 namespace actkit {
 namespace {
@@ -65,6 +70,91 @@ TEST(Process, GroupEndsSoonAfterItsFirstFailure) {
   EXPECT_EQ(results[1].signal, SIGKILL);
   EXPECT_THROW(app::run_processes({}, std::chrono::seconds(1)), InvalidInput);
   EXPECT_THROW(app::run_processes({{{"true"}, {}, app::ChildOutput::kCapture}}, std::chrono::seconds(1)), InvalidInput);
+}
+
+// Whether process `pid` is gone (or a zombie nobody reaps: not running).
+bool gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+// Waits up to `limit` for every pid in `pids` to be gone.
+bool all_gone_within(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (std::all_of(pids.begin(), pids.end(), gone)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::all_of(pids.begin(), pids.end(), gone);
+}
+
+std::vector<pid_t> read_pids(const std::string& dir, int n, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  std::vector<pid_t> pids;
+  while (std::chrono::steady_clock::now() < end && int(pids.size()) < n) {
+    pids.clear();
+    for (int i = 0; i < n; ++i) {
+      std::ifstream in(dir + "/pid" + std::to_string(i));
+      pid_t p = 0;
+      if (in >> p) pids.push_back(p);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pids;
+}
+
+// SIGTERM to a launcher reaches its children, and the launcher then ends
+// by that signal: no rank trains on under PID 1.
+TEST(Process, ASignalToTheLauncherEndsItsChildren) {
+  test::TempDir dir;
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    std::vector<app::ProcessSpec> specs;
+    for (int i = 0; i < 2; ++i) {
+      specs.push_back({{"sh", "-c", "echo $$ > " + dir.file("pid" + std::to_string(i)) + "; exec sleep 60"}, {}});
+    }
+    app::run_processes(specs, std::chrono::seconds(30));
+    _exit(0);
+  }
+  const std::vector<pid_t> children = read_pids(dir.path(), 2, std::chrono::seconds(10));
+  ASSERT_EQ(children.size(), 2u);
+  ::kill(launcher, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "the launcher ends by the signal it was sent";
+  EXPECT_TRUE(all_gone_within(children, std::chrono::seconds(2)));
+}
+
+// A launcher killed outright (SIGKILL: nothing to forward) takes its ranks
+// with it: each rank asked the kernel to end it with its parent.
+TEST(Process, RanksEndWithALauncherKilledOutright) {
+  test::TempDir dir;
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    const pid_t rank = fork();
+    if (rank == 0) {
+      ::setenv("ACTKIT_PARENT_PID", std::to_string(::getppid()).c_str(), 1);
+      app::end_with_parent();
+      std::ofstream(dir.file("pid0")) << ::getpid() << "\n";
+      ::pause();
+      _exit(0);
+    }
+    ::pause();
+    _exit(0);
+  }
+  const std::vector<pid_t> ranks = read_pids(dir.path(), 1, std::chrono::seconds(10));
+  ASSERT_EQ(ranks.size(), 1u);
+  ::kill(launcher, SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  EXPECT_TRUE(all_gone_within(ranks, std::chrono::seconds(2))) << "the rank outlived its launcher";
+  // Without the variable nothing changes.
+  ::unsetenv("ACTKIT_PARENT_PID");
+  app::end_with_parent();
 }
 
 }  // namespace

@@ -70,6 +70,26 @@ TEST(Checksum, KnownValueAndPathsAgree) {
   EXPECT_EQ(crc32c(buf.data() + 10, 90, crc32c(buf.data(), 10)), crc32c(buf.data(), 100));
 }
 
+// zip's CRC-32 (what torch.save's archives record): the standard check
+// value, the 8-bytes-a-step path against a bit-by-bit reference, and
+// continuation.
+TEST(Checksum, ZipCrc32KnownValueAndReference) {
+  EXPECT_EQ(crc32_zip("123456789", 9), 0xcbf43926u);
+  auto bitwise = [](const uint8_t* p, size_t n) {
+    uint32_t c = ~0u;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ ((c & 1u) ? 0xedb88320u : 0u);
+    }
+    return ~c;
+  };
+  std::vector<uint8_t> buf(1000);
+  std::mt19937 rng(2);
+  for (auto& b : buf) b = uint8_t(rng());
+  for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 63, 1000}) EXPECT_EQ(crc32_zip(buf.data(), n), bitwise(buf.data(), n)) << n;
+  EXPECT_EQ(crc32_zip(buf.data() + 13, 87, crc32_zip(buf.data(), 13)), crc32_zip(buf.data(), 100));
+}
+
 // Every payload ends with the CRC-32C of what precedes it, so CRC-32C over
 // two different payloads of one length is the same constant: content_checksum
 // tells them apart, and still sees a change anywhere, the tail included.

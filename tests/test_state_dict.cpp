@@ -6,6 +6,11 @@
 
 #include <caffe2/serialize/inline_container.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,6 +18,7 @@
 #include "test_paths.h"  // generated: where the test programs and fixtures are
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "test_util.h"
 
 using namespace actkit;
@@ -240,4 +246,89 @@ TEST(StateDict, CorruptArchivesAreFormatErrorsNeverOutOfBoundsReads) {
     write_bytes(path, bytes.data(), cut);
     EXPECT_THROW(read_state_dict(path), FormatError) << "file cut at " << cut;
   }
+}
+
+// A pickle of a million nested tuples (1.2 KB compressed in the attack, a
+// few MB here) is refused as too deep, not freed recursively until the
+// stack overflows; so is a deep chain of dicts.
+TEST(StateDict, DeeplyNestedValuesAreRefusedNotAStackOverflow) {
+  TempDir dir;
+  const std::string path = dir.file("deep.pt");
+  std::string tuples = "\x80\x02K\x01";  // PROTO 2, BININT1 1
+  for (int i = 0; i < 1000000; ++i) tuples += '\x85';  // TUPLE1
+  tuples += '.';
+  write_archive(path, {{"data.pkl", tuples}});
+  EXPECT_THROW(read_state_dict(path), FormatError);
+  std::string dicts = "\x80\x02";
+  for (int i = 0; i < 100000; ++i) dicts += "}\x8c\x01k";  // EMPTY_DICT, SHORT_BINUNICODE "k"
+  dicts += "K\x01";
+  for (int i = 0; i < 100000; ++i) dicts += 's';  // SETITEM: each dict into the one below
+  dicts += '.';
+  write_archive(path, {{"data.pkl", dicts}});
+  EXPECT_THROW(read_state_dict(path), FormatError);
+}
+
+// Every record's CRC-32 is checked: one flipped bit anywhere in a stored
+// record (a tensor's bytes, the pickle) is refused naming the file and the
+// record, where LibTorch's reader would hand the damaged values on.
+TEST(StateDict, AFlippedBitInAnyRecordIsRefused) {
+  TempDir dir;
+  const std::vector<char> bytes = file_bytes(fixture("ordered_dict.pt"));
+  const std::string path = dir.file("flipped.pt");
+  // Where each record's bytes lie: flip one bit in the middle of every one.
+  caffe2::serialize::PyTorchStreamReader reader(fixture("ordered_dict.pt"));
+  int refused = 0;
+  for (const std::string& name : reader.getAllRecords()) {
+    auto [data, size] = reader.getRecord(name);
+    if (size == 0) continue;
+    const std::string record(static_cast<const char*>(data.get()), size);
+    const std::string whole(bytes.begin(), bytes.end());
+    const size_t at = whole.find(record);
+    ASSERT_NE(at, std::string::npos) << name;
+    std::vector<char> damaged = bytes;
+    damaged[at + size / 2] ^= 0x10;
+    write_bytes(path, damaged.data(), damaged.size());
+    try {
+      read_state_dict(path);
+      ADD_FAILURE() << "a flipped bit in " << name << " was accepted";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 2);
+}
+
+// save_tensors writes whole or not at all: a write that fails part-way
+// (here: the file-size limit, as a full disk would) names the file and
+// leaves the previous checkpoint as it was, with no temporary file behind.
+TEST(StateDict, AFailedSaveLeavesThePreviousFileWhole) {
+  TempDir dir;
+  const std::string path = dir.file("model.pt");
+  torch::OrderedDict<std::string, at::Tensor> small, big;
+  small.insert("w", at::ones({4}));
+  big.insert("w", at::ones({1 << 20}));
+  save_tensors(small, path);
+  const std::vector<char> before = file_bytes(path);
+  const pid_t child = fork();
+  if (child == 0) {
+    // In a child: the limit and the signal stay there.
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{1 << 16, 1 << 16};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      save_tensors(big, path);
+    } catch (const IoError& e) {
+      _exit(std::string(e.what()).find(path) != std::string::npos ? 42 : 2);
+    }
+    _exit(1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 42) << "the save must fail naming the file";
+  EXPECT_EQ(file_bytes(path), before);
+  EXPECT_EQ(files::list_directory(dir.path()), std::vector<std::string>{"model.pt"});
+  EXPECT_TRUE(at::equal(read_state_dict(path)["w"], at::ones({4})));
 }

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <limits>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "actkit/app/level_switches.h"
 #include "actkit/app/train_step.h"
 #include "actkit/comm/communicator.h"
+#include "actkit/converters/archive_check.h"
 #include "actkit/converters/controller_archive.h"
 #include "actkit/converters/convert.h"
 #include "actkit/converters/state_dict.h"
@@ -31,8 +33,8 @@ void DpRunConfig::validate() const {
   check_data_kind(data.set, is_language_model(model));
   check_link_backend(link, group.backend);
   if (batch < 1 || epochs < 1 || steps < 0) throw InvalidInput("dp: --batch and --epochs must be >= 1, --steps >= 0");
-  if (!(lr > 0)) throw InvalidInput("dp: --lr must be > 0");
-  if (weight_decay < 0) throw InvalidInput("dp: --weight-decay must be >= 0");
+  if (!(lr > 0) || !std::isfinite(lr)) throw InvalidInput(c10::str("dp: --lr: a finite rate > 0, got ", lr));
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InvalidInput("dp: --weight-decay: finite and >= 0");
   if (egress.bits_per_second < 0 || egress.latency_seconds < 0) throw InvalidInput("dp: a negative link rate or latency");
   optim::warmup_steps(optimizer, warmup_steps, warmup_fraction, 1);  // range checks
 }
@@ -88,9 +90,10 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
                                   " (", file, "): was it saved by another number of workers?"));
     }
     std::optional<std::vector<uint8_t>> controller;
+    const std::string bytes = read_checked_archive(file);  // every record's CRC-32, before use
     try {
       torch::serialize::InputArchive archive;
-      archive.load_from(file);
+      archive.load_from(bytes.data(), bytes.size());
       opt->load(archive);
       controller = read_controller_state(archive);
     } catch (const c10::Error& e) {
@@ -141,14 +144,14 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   if (!config.save.empty()) {
     files::create_directories(config.save);
     // The optimizer's state and the level's (rounding counters, bit
-    // budgets, gradient averages: each rank's own), written whole beside
-    // the final name and renamed into place.
+    // budgets, gradient averages: each rank's own), serialized in memory and
+    // written whole (a full disk names the file and leaves the old one).
     const std::string file = optimizer_file(config.save, rank, world);
     torch::serialize::OutputArchive archive;
     opt->save(archive);
     write_controller_state(archive, *converted.controller);
-    archive.save_to(file + ".tmp");
-    files::rename(file + ".tmp", file);
+    const std::string bytes = archive_bytes(archive);
+    files::write_file_atomic(file, bytes.data(), bytes.size());
     if (leader) save_state_dict(*model, config.save + "/model.pt");
   }
   if (leader) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +42,31 @@ struct SpawnAttributes {
   SpawnAttributes() { posix_spawnattr_init(&attr); }
   ~SpawnAttributes() { posix_spawnattr_destroy(&attr); }
 };
+
+// The signal a launcher was sent, to pass on to its children (0: none).
+volatile sig_atomic_t g_forward_signal = 0;
+void note_signal(int signal) { g_forward_signal = signal; }
+
+// The handlers run_processes installs while it waits, and puts back.
+class ForwardedSignals {
+ public:
+  ForwardedSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = note_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~ForwardedSignals() {
+    for (size_t i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+ private:
+  struct sigaction old_[3];
+};
+
+// How long children sent a forwarded signal get before they are killed.
+constexpr std::chrono::seconds kSignalGrace{5};
 
 void check(int rc, const std::string& program, const char* what) {
   if (rc != 0) throw IoError(c10::str("cannot start ", program, ": ", what), rc);
@@ -154,6 +180,8 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     if (spec.output == ChildOutput::kCapture) throw InvalidInput("run_processes: output cannot be captured");
   }
   std::vector<pid_t> pids;
+  g_forward_signal = 0;
+  const ForwardedSignals forwarding;
   auto kill_all = [&] {
     for (pid_t p : pids) {
       if (p > 0) ::kill(p, SIGKILL);
@@ -169,7 +197,9 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     std::vector<char*> argv;
     for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    const std::vector<std::string> env = environment_with(spec.env);
+    std::vector<std::pair<std::string, std::string>> vars = spec.env;
+    vars.emplace_back("ACTKIT_PARENT_PID", std::to_string(::getpid()));
+    const std::vector<std::string> env = environment_with(vars);
     std::vector<char*> envp;
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
@@ -198,13 +228,22 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
   size_t remaining = specs.size();
   bool failed = false;
   auto deadline = std::chrono::steady_clock::time_point::max();
+  int forwarded = 0;
   while (remaining > 0) {
+    if (g_forward_signal != 0 && forwarded == 0) {
+      forwarded = g_forward_signal;
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (!done[i]) ::kill(pids[i], forwarded);
+      }
+      deadline = std::min(deadline, std::chrono::steady_clock::now() + kSignalGrace);
+    }
     for (size_t i = 0; i < pids.size(); ++i) {
       if (done[i]) continue;
       int status = 0;
       const pid_t r = ::waitpid(pids[i], &status, WNOHANG);
       if (r == pids[i]) {
         results[i] = result_of(status);
+        results[i].end_order = int(specs.size() - remaining);
         done[i] = true;
         pids[i] = -1;
         --remaining;
@@ -222,6 +261,8 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
         int status = 0;
         ::waitpid(pids[i], &status, 0);
         results[i] = result_of(status);
+        results[i].end_order = int(specs.size() - remaining);
+        results[i].killed_by_group = true;
         done[i] = true;
         --remaining;
       }
@@ -229,12 +270,28 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (forwarded != 0) {
+    // End as the signal would have ended this process, now that no child is left.
+    ::signal(forwarded, SIG_DFL);
+    ::raise(forwarded);
+  }
   for (size_t i = 0; i < specs.size(); ++i) {
     if (results[i].exit_status == 127 && !program_in_path(specs[i].argv.front())) {
       throw IoError("cannot start " + specs[i].argv.front() + ": not found", ENOENT);
     }
   }
   return results;
+}
+
+void end_with_parent() {
+  const char* text = std::getenv("ACTKIT_PARENT_PID");
+  if (text == nullptr || *text == '\0') return;
+  char* end = nullptr;
+  const long parent = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || parent <= 1) return;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // The parent may have ended before the line above: then ours is another.
+  if (::getppid() != pid_t(parent)) ::raise(SIGTERM);
 }
 
 bool program_in_path(const std::string& program) {

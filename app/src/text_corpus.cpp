@@ -25,6 +25,11 @@ void append_file(const std::string& file, std::vector<uint8_t>& text) {
 
 TextCorpus::TextCorpus(const std::string& path, int64_t seq_len, int64_t train_limit) : seq_len_(seq_len) {
   if (seq_len < 1) throw InvalidInput(c10::str("text corpus: sequence length must be >= 1, got ", seq_len));
+  if (!files::exists(path)) {
+    throw IoError(c10::str("text corpus: ", path, " does not exist",
+                           path == kFortunesDir ? " (install Debian's fortunes package)" : ""),
+                  ENOENT);
+  }
   if (files::is_directory(path)) {
     // The corpus files in name order: regular files, not links, not the
     // fortunes' .dat indexes.

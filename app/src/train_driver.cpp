@@ -5,6 +5,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "actkit/app/level_memory.h"
@@ -38,7 +39,7 @@ DataSet training_data_set(const TrainConfig& c) {
 
 TrainResult run_training(const TrainConfig& c, const std::function<void(const TrainProgress&)>& on_progress) {
   if (c.epochs < 1 || c.batch < 1) throw InvalidInput("train: epochs and batch must be >= 1");
-  if (!(c.lr > 0)) throw InvalidInput("train: the learning rate must be > 0");
+  if (!(c.lr > 0) || !std::isfinite(c.lr)) throw InvalidInput(c10::str("train: --lr: a finite rate > 0, got ", c.lr));
   const ModelEntry& entry = find_model(c.model);
   const bool text = entry.task == Task::kLanguageModel;
   if (!text && (entry.task != Task::kClassification || entry.input != InputKind::kImages)) {

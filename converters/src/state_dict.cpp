@@ -5,6 +5,7 @@
 #include <c10/util/StringUtil.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -12,9 +13,12 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 
+#include "actkit/converters/archive_check.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 // Reading torch.save files.
 //
@@ -47,6 +51,11 @@ std::map<std::string, at::Tensor> named_state(const torch::nn::Module& module) {
 
 struct Dict;
 
+// How deeply values may nest. A state dict nests 3 or 4 levels (a dict of
+// tensors rebuilt from tuples); 10^6 nested tuples in a 1.2 KB pickle would
+// otherwise overflow the stack when they are freed.
+constexpr uint32_t kMaxNesting = 64;
+
 // One value of the pickle machine. Containers and strings are shared, as in
 // Python: the memo and the stack refer to one dict, which SETITEMS fills after
 // the memo stored it, and a BINGET of a long string costs no copy (so memory
@@ -60,6 +69,7 @@ struct Value {
   std::shared_ptr<const std::vector<Value>> items;  // kTuple
   std::shared_ptr<Dict> dict;                       // kDict
   at::Tensor tensor;                                // kTensor: a storage (1-D) or a tensor
+  uint32_t depth = 0;                               // kTuple: 1 + the deepest item's (a dict keeps its own)
 
   static Value of_int(int64_t v) {
     Value x;
@@ -73,9 +83,11 @@ struct Value {
     x.text = std::make_shared<const std::string>(std::move(s));
     return x;
   }
-  static Value of_tuple(std::vector<Value> items) {
+  static Value of_tuple(std::vector<Value> items);
+  static Value of_tuple_checked(std::vector<Value> items) {
     Value x;
     x.kind = Kind::kTuple;
+    for (const Value& item : items) x.depth = std::max(x.depth, item.nesting());
     x.items = std::make_shared<const std::vector<Value>>(std::move(items));
     return x;
   }
@@ -86,6 +98,8 @@ struct Value {
     return x;
   }
   static Value new_dict();
+  // How deeply this value nests: 1 + its deepest item's for containers.
+  uint32_t nesting() const;
   bool is_global(const char* name) const { return kind == Kind::kGlobal && *text == name; }
 };
 
@@ -94,8 +108,11 @@ struct Value {
 struct Dict {
   std::vector<std::pair<std::string, Value>> entries;
   std::unordered_map<std::string, size_t> index;
+  uint32_t depth = 0;  // the deepest value set in it
 
   void set(const std::string& key, Value value) {
+    depth = std::max(depth, value.nesting());
+    if (depth >= kMaxNesting) throw FormatError(c10::str("values nest deeper than ", kMaxNesting, " levels"));
     auto [it, inserted] = index.emplace(key, entries.size());
     if (inserted) {
       entries.emplace_back(key, std::move(value));
@@ -104,6 +121,18 @@ struct Dict {
     }
   }
 };
+
+uint32_t Value::nesting() const {
+  if (kind == Kind::kTuple) return depth + 1;
+  if (kind == Kind::kDict) return dict->depth + 1;
+  return 0;
+}
+
+Value Value::of_tuple(std::vector<Value> items) {
+  Value x = of_tuple_checked(std::move(items));
+  if (x.depth >= kMaxNesting) throw FormatError(c10::str("values nest deeper than ", kMaxNesting, " levels"));
+  return x;
+}
 
 Value Value::new_dict() {
   Value x;
@@ -516,14 +545,16 @@ void save_state_dict(const torch::nn::Module& module, const std::string& path) {
   save_tensors(tensors, path);
 }
 
-void save_tensors(const torch::OrderedDict<std::string, at::Tensor>& tensors, const std::string& path) {
+std::vector<char> state_dict_bytes(const torch::OrderedDict<std::string, at::Tensor>& tensors) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& item : tensors) dict.insert(item.key(), item.value().detach().cpu());
-  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  out.close();
-  if (!out) throw Error(c10::str("save: cannot write ", path));
+  return torch::pickle_save(c10::IValue(dict));
+}
+
+void save_tensors(const torch::OrderedDict<std::string, at::Tensor>& tensors, const std::string& path) {
+  const std::vector<char> bytes = state_dict_bytes(tensors);
+  // Whole or not at all: a full disk leaves the previous file as it was.
+  files::write_file_atomic(path, bytes.data(), bytes.size());
 }
 
 torch::OrderedDict<std::string, at::Tensor> read_state_dict(const std::string& path) {
@@ -533,8 +564,11 @@ torch::OrderedDict<std::string, at::Tensor> read_state_dict(const std::string& p
     throw FormatError(c10::str(where, " is in torch.save's legacy format; save it again with torch.save's default "
                                       "(zip) format"));
   }
+  // Read whole and every record's CRC-32 checked, before anything is used.
+  const std::string file = read_checked_archive(path);
   try {
-    caffe2::serialize::PyTorchStreamReader archive(path);
+    std::istringstream stream(file);
+    caffe2::serialize::PyTorchStreamReader archive(&stream);
     // Newer writers record their byte order; records are read as they are.
     if (archive.hasRecord("byteorder")) {
       auto [order, order_size] = archive.getRecord("byteorder");

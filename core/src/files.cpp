@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <c10/util/StringUtil.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -121,6 +124,56 @@ bool remove(const std::string& path) {
   if (::remove(path.c_str()) == 0) return true;
   if (errno == ENOENT) return false;
   fail("cannot remove", path, errno);
+}
+
+std::string write_temporary(const std::string& path, const void* data, size_t size) {
+  // Unique per process and call, so two writers never share one.
+  static std::atomic<uint64_t> counter{0};
+  const std::string temporary = c10::str(path, ".tmp.", ::getpid(), ".", counter++);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) fail("cannot write", path, errno);
+  const char* p = static_cast<const char*>(data);
+  size_t left = size;
+  int error_number = 0;
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error_number = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  if (error_number == 0 && ::fsync(fd) != 0) error_number = errno;
+  if (::close(fd) != 0 && error_number == 0) error_number = errno;
+  if (error_number != 0) {
+    ::unlink(temporary.c_str());
+    fail("cannot write", path, error_number);
+  }
+  return temporary;
+}
+
+void commit_file(const std::string& temporary, const std::string& path) {
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error_number = errno;
+    ::unlink(temporary.c_str());
+    fail("cannot write", path, error_number);
+  }
+  // The rename itself reaches the disk with the folder's entry.
+  std::string folder = parent_path(path);
+  if (folder.empty()) folder = ".";
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    const int rc = ::fsync(fd);
+    const int error_number = errno;
+    ::close(fd);
+    if (rc != 0 && error_number != EINVAL) fail("cannot flush the folder of", path, error_number);
+  }
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  commit_file(write_temporary(path, data, size), path);
 }
 
 void rename(const std::string& from, const std::string& to) {

@@ -2,6 +2,8 @@
 
 #include <c10/util/StringUtil.h>
 
+#include <cmath>
+
 #include "actkit/core/errors.h"
 
 namespace actkit::pipeline {
@@ -25,8 +27,8 @@ void PipelineConfig::validate() const {
   if (seq_len < 1 || seq_len > model_options.max_positions) {
     throw InvalidInput(c10::str("sequence length ", seq_len, " outside 1..", model_options.max_positions));
   }
-  if (!(lr > 0)) throw InvalidInput(c10::str("learning rate must be > 0, got ", lr));
-  if (weight_decay < 0) throw InvalidInput("weight decay must be >= 0");
+  if (!(lr > 0) || !std::isfinite(lr)) throw InvalidInput(c10::str("--lr: a finite rate > 0, got ", lr));
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InvalidInput("--weight-decay: finite and >= 0");
   if (in_flight != 0 && in_flight < stages) {
     throw InvalidInput(c10::str("in flight: at least the number of stages (", stages, "), or 0, got ", in_flight));
   }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "actkit/converters/archive_check.h"
 #include "actkit/converters/controller_archive.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/checksum.h"
@@ -116,9 +117,10 @@ void StageCheckpoint::save(const std::string& dir, int64_t steps,
                            const std::function<void()>& before_commit) const {
   files::create_directories(dir);
   const std::string weights = parameter_file(dir);
-  const std::string weights_tmp = c10::str(weights, ".tmp", replica_);
   const std::string optim = optimizer_file(dir);
-  save_tensors(parameters, weights_tmp);
+  // Serialized in memory, then written whole and flushed beside the final
+  // names: a full disk is an IoError naming the file, never a half file.
+  const std::vector<char> weight_bytes = state_dict_bytes(parameters);
   torch::serialize::OutputArchive archive;
   if (optimizers.size() == 1) {
     optimizers[0]->save(archive);
@@ -133,16 +135,23 @@ void StageCheckpoint::save(const std::string& dir, int64_t steps,
   // The level's rounding counters, bit budgets and gradient averages: the
   // resumed run compresses as this one would have gone on to.
   write_controller_state(archive, controller);
-  archive.write("parameters_crc", at::tensor(int64_t(file_crc(weights_tmp))));
+  archive.write("parameters_crc", at::tensor(int64_t(crc32c(weight_bytes.data(), weight_bytes.size()))));
   archive.write("config", c10::IValue(resume_facts(config_)));
-  archive.save_to(optim + ".tmp");
-  if (before_commit) before_commit();
-  if (replica_ == 0) {
-    files::rename(weights_tmp, weights);
-  } else {
-    files::remove(weights_tmp);
+  const std::string optim_bytes = archive_bytes(archive);
+  // Replicas hold the same parameters: replica 0 writes them.
+  const std::string weights_tmp =
+      replica_ == 0 ? files::write_temporary(weights, weight_bytes.data(), weight_bytes.size()) : "";
+  std::string optim_tmp;
+  try {
+    optim_tmp = files::write_temporary(optim, optim_bytes.data(), optim_bytes.size());
+    if (before_commit) before_commit();
+  } catch (...) {
+    if (!weights_tmp.empty()) files::remove(weights_tmp);
+    if (!optim_tmp.empty()) files::remove(optim_tmp);
+    throw;
   }
-  files::rename(optim + ".tmp", optim);
+  if (!weights_tmp.empty()) files::commit_file(weights_tmp, weights);
+  files::commit_file(optim_tmp, optim);
 }
 
 StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptimizers& optimizers,
@@ -156,9 +165,10 @@ StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptim
   std::string saved_config;
   int64_t saved_crc = -1;
   std::optional<std::vector<uint8_t>> state;
+  const std::string bytes = read_checked_archive(file);  // every record's CRC-32, before use
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(file);
+    archive.load_from(bytes.data(), bytes.size());
     if (optimizers.size() == 1) {
       optimizers[0]->load(archive);
     } else {

@@ -15,6 +15,10 @@ struct ProcessResult {
   int exit_status = -1;  // the exit status, or -1 when a signal ended it
   int signal = 0;        // the signal that ended it, 0 if it exited
   std::string output;    // its standard output, when captured
+  // run_processes: the order in which the group's processes ended (0: the
+  // first), and whether the group killed it after another had failed.
+  int end_order = 0;
+  bool killed_by_group = false;
   bool succeeded() const { return exit_status == 0; }
 };
 
@@ -43,9 +47,20 @@ struct ProcessSpec {
 // order given. When one fails, the others get `grace` to end on their own
 // (a rank whose peer died reports it within its timeout) and are then
 // killed, so a group never outlives its first failure by more than that.
+// SIGINT, SIGTERM or SIGHUP to this process is passed on to every child
+// still running; they get a few seconds to end, are then killed, and this
+// process ends by the signal it was sent. Each child finds this process's
+// id in ACTKIT_PARENT_PID (see end_with_parent).
 // Throws InvalidInput for an empty list, an empty argv or kCapture;
 // IoError if one cannot be started (those already started are killed).
 std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, std::chrono::milliseconds grace);
+
+// For a program run_processes may have started (call it first thing): when
+// ACTKIT_PARENT_PID names this process's parent, the kernel ends this
+// process with SIGTERM when the parent ends, however it ends
+// (PR_SET_PDEATHSIG), and it ends at once if the parent is already gone.
+// So ranks never outlive their launcher. Without the variable, nothing.
+void end_with_parent();
 
 // Whether `program` is an executable file in PATH (or at that path).
 bool program_in_path(const std::string& program);

@@ -11,14 +11,18 @@
 namespace actkit {
 
 // Writes every parameter and buffer of `module` (with its full dotted name)
-// as a {name: tensor} dict to `path`. Throws actkit::Error if the file cannot
-// be written.
+// as a {name: tensor} dict to `path`, atomically (files::write_file_atomic:
+// a failed write leaves the previous file whole). Throws IoError naming the
+// file and the cause if it cannot be written.
 void save_state_dict(const torch::nn::Module& module, const std::string& path);
 
 // Writes `tensors` as a {name: tensor} dict to `path`, in the same format
-// (one pipeline stage's share of a model, say). Throws actkit::Error if the
-// file cannot be written.
+// (one pipeline stage's share of a model, say), atomically. Throws IoError
+// naming the file and the cause if it cannot be written.
 void save_tensors(const torch::OrderedDict<std::string, at::Tensor>& tensors, const std::string& path);
+
+// The bytes save_tensors writes.
+std::vector<char> state_dict_bytes(const torch::OrderedDict<std::string, at::Tensor>& tensors);
 
 // The {name: tensor} entries of a torch.save file, in the file's order, as
 // CPU tensors. Reads what Python's torch.save writes for
@@ -28,8 +32,10 @@ void save_tensors(const torch::OrderedDict<std::string, at::Tensor>& tensors, co
 // views of one storage, as in the file. Throws actkit::FormatError for a file
 // that cannot be opened, is not a torch.save zip archive (the message says
 // when it is the legacy pre-1.6 format), holds anything but a {str: tensor}
-// dict, or is truncated or inconsistent; it never reads outside the file's
-// records (docs/formats.md, "State dicts").
+// dict, is truncated or inconsistent, holds a record whose bytes do not
+// match its CRC-32 (archive_check.h), or nests values more than 64 deep; it
+// never reads outside the file's records (docs/formats.md, "State dicts").
+// IoError when it cannot be read.
 torch::OrderedDict<std::string, at::Tensor> read_state_dict(const std::string& path);
 
 struct LoadReport {

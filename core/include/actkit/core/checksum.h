@@ -11,6 +11,11 @@ namespace actkit {
 // the same value.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 
+// CRC-32 as zip and gzip compute it (IEEE 802.3 polynomial), continuing
+// from `crc` (0 to start): the checksum torch.save's archives carry per
+// record. Table-driven, 8 bytes a step.
+uint32_t crc32_zip(const void* data, size_t size, uint32_t crc = 0);
+
 // A checksum of data[0, size) for telling two byte strings apart (is this
 // the value the other side holds?), where crc32c() cannot be used alone:
 // every serialized payload ends with the CRC-32C of what precedes it, and

@@ -15,6 +15,7 @@
 // system error; none follows a symbolic link it is asked to remove.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,6 +47,20 @@ bool remove(const std::string& path);
 
 // Renames `from` to `to` (atomically replacing `to`, on one file system).
 void rename(const std::string& from, const std::string& to);
+
+// Writing a file so that a crash, a full disk or a second writer never
+// leaves it half-written: the bytes go to a new temporary file beside it
+// (created exclusively, never through a planted link), which is flushed to
+// the disk, renamed over `path`, and the folder flushed too. Until the
+// rename the old file is untouched. Throws IoError naming `path` and the
+// cause (ENOSPC: "No space left on device"), the temporary file removed.
+void write_file_atomic(const std::string& path, const void* data, size_t size);
+// The two halves, for files that must appear together (a checkpoint's
+// parameters and optimizer state): write_temporary writes and flushes the
+// temporary file and returns its name; commit_file renames it to `path`
+// and flushes the folder.
+std::string write_temporary(const std::string& path, const void* data, size_t size);
+void commit_file(const std::string& temporary, const std::string& path);
 
 // The names in directory `path` (not "." or ".."), sorted.
 std::vector<std::string> list_directory(const std::string& path);
