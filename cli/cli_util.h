@@ -64,6 +64,11 @@ inline void add_json_option(CLI::App* command, std::string* path) {
   command->add_option("--json", *path, "Also write the results as JSON to this file");
 }
 
+// --allow-non-finite, as every training command declares it.
+inline void add_allow_non_finite_flag(CLI::App* command, bool* allow) {
+  command->add_flag("--allow-non-finite", *allow, "Train on past a NaN or infinite loss (default: stop, naming the step)");
+}
+
 // Writes `j` (pretty-printed) to `path`, whole or not at all; throws
 // IoError naming the file and the cause if it cannot.
 inline void write_json(const std::string& path, const nlohmann::json& j) {

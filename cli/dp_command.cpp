@@ -40,6 +40,7 @@ void finish_config(DpFlags& f) {
   r.egress = {parse_bandwidth(f.bandwidth), parse_latency(f.latency)};
   r.group.backend = f.rank.backend;
   r.validate();
+  if (!f.json_path.empty()) files::check_writable_file(f.json_path);  // before the run spends its time
 }
 
 void print_results(const DpFlags& f, const app::DpRunResult& r) {
@@ -139,6 +140,7 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--resume", r.resume, "Continue the run a --save directory holds (same workers and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
+  add_allow_non_finite_flag(p, &r.allow_non_finite);
   set_rank_callback(p, [f] { finish_config(*f); }, [f] { run_rank(*f); }, [f] { launch(*f); });
 }
 

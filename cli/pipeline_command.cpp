@@ -84,6 +84,7 @@ void finish_config(PipelineFlags& f) {
   }
   r.group.backend = f.rank.backend;
   r.validate();
+  if (!f.json_path.empty()) files::check_writable_file(f.json_path);  // before the run spends its time
 }
 
 void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
@@ -257,6 +258,7 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--resume", f->resume, "Continue the run a --save directory holds (same stages and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
+  add_allow_non_finite_flag(p, &r.allow_non_finite);
   set_rank_callback(p, [f] { finish_config(*f); }, [f] { run_rank(*f); }, [f] { launch(*f); });
 }
 

@@ -36,6 +36,9 @@ void run_train(TrainArgs& a) {
   const bool text = app::is_language_model(c.model);
   if (!a.data.empty()) c.data = app::parse_data_set(a.data);
   app::check_data_kind(app::training_data_set(c), text);
+  // Output paths before the run spends its time.
+  if (!c.save.empty()) files::check_writable_file(c.save);
+  if (!a.json_path.empty()) files::check_writable_file(a.json_path);
   if (text && !a.lr_given) c.lr = 1e-3;  // AdamW's, not SGD's
   c.level = parse_level(a.level);
   app::parse_run_device(c.device, "train");
@@ -135,6 +138,7 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->each([a](const std::string&) { a->lr_given = true; });
   add_json_option(train, &a->json_path);
+  add_allow_non_finite_flag(train, &c.allow_non_finite);
   train->add_flag("!--no-compare", a->compare, "Skip the L0 memory comparison step");
   train->callback([a] { run_train(*a); });
 }

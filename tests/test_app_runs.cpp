@@ -202,6 +202,25 @@ TEST(PipelineRun, ResumesBitForBit) {
   files::remove_all(first.save);
 }
 
+// A diverged run stops at the step, naming it, unless told to go on.
+TEST(RunProgress, ANonFiniteLossStopsTheRun) {
+  EXPECT_NO_THROW(app::check_finite_loss(2.5, 3, 0, false));
+  try {
+    app::check_finite_loss(std::nan(""), 7, 2, false);
+    ADD_FAILURE() << "a NaN loss went on";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step 7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(app::check_finite_loss(INFINITY, 1, 0, false), Error);
+  EXPECT_NO_THROW(app::check_finite_loss(std::nan(""), 1, 0, true));
+  // In a run: a learning rate that blows the weights up ends it with an error.
+  app::DpRunConfig c = small_dp();
+  c.lr = 1e30;
+  c.steps = 8;
+  EXPECT_THROW(app::run_dp_worker(c), Error);
+}
+
 TEST(PipelineRun, RefusesBadSettings) {
   app::PipelineRunConfig c = small_pipeline();
   c.epochs = 1;  // and steps

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -90,6 +91,54 @@ TEST(Files, ParentPaths) {
   EXPECT_EQ(files::parent_path("a"), "");
   EXPECT_EQ(files::parent_path(""), "");
   EXPECT_EQ(files::read_link("/proc/self/exe").empty(), false);
+}
+
+// Whole or not at all: the bytes arrive, no temporary file stays, and a
+// write into a missing folder names the file and leaves nothing.
+TEST(Files, AtomicWritesReplaceWholeAndLeaveNothingBehind) {
+  test::TempDir dir;
+  const std::string path = dir.file("a.json");
+  put_text(path, "old");
+  files::write_file_atomic(path, "new text", 8);
+  EXPECT_EQ(file_text(path), "new text");
+  EXPECT_EQ(files::list_directory(dir.path()), std::vector<std::string>{"a.json"});
+  try {
+    files::write_file_atomic(dir.file("missing/b.json"), "x", 1);
+    ADD_FAILURE() << "written into a missing folder";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing/b.json"), std::string::npos) << e.what();
+  }
+  // The two halves: nothing at the target until the commit.
+  const std::string temporary = files::write_temporary(path, "newer", 5);
+  EXPECT_EQ(file_text(path), "new text");
+  files::commit_file(temporary, path);
+  EXPECT_EQ(file_text(path), "newer");
+  EXPECT_FALSE(files::exists(temporary));
+}
+
+TEST(Files, OutputPathsAreCheckedBeforeARun) {
+  test::TempDir dir;
+  EXPECT_NO_THROW(files::check_writable_file(dir.file("out.json")));
+  EXPECT_THROW(files::check_writable_file(dir.path()), IoError);                  // a folder
+  EXPECT_THROW(files::check_writable_file(dir.file("no/such/out.json")), IoError);  // a missing folder
+  EXPECT_THROW(files::check_writable_file("/proc/actkit-out.json"), IoError);
+}
+
+// One run per folder: a second claim is refused naming the holder, and the
+// folder is free again once the first lets go.
+TEST(Files, AFolderLockRefusesASecondRun) {
+  test::TempDir dir;
+  const std::string folder = dir.file("save");
+  {
+    files::FolderLock first(folder);
+    try {
+      files::FolderLock second(folder);
+      ADD_FAILURE() << "two runs held one folder";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(::getpid())), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(files::FolderLock again(folder));
 }
 
 }  // namespace

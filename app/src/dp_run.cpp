@@ -80,6 +80,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
                                {"seed", std::to_string(config.seed)}});
   comm.handshake(facts);
 
+  // One run per --save folder: a second would interleave its files with ours.
+  std::unique_ptr<files::FolderLock> save_lock;
+  if (leader && !config.save.empty()) save_lock = std::make_unique<files::FolderLock>(config.save);
   DpRunResult r;
   r.text = d.text;
   r.start = {world, data->epoch_size(), 0, total, warmup, true, ""};
@@ -131,6 +134,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
       ++warmup_timed;
     }
     r.train_losses.push_back(loss.item<double>());
+    check_finite_loss(r.train_losses.back(), s + 1, rank, config.allow_non_finite);
     if (leader && callbacks.on_step) {
       callbacks.on_step({s + 1, total, r.train_losses.back(), double(world * config.batch) / dt, false, compressing});
     }

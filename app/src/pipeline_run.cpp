@@ -117,6 +117,9 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
     };
     replication.exchange_bytes = [dp] { return dp->collective_stats().wire_bytes; };
   }
+  // One run per --save folder: a second would interleave its files with ours.
+  std::unique_ptr<files::FolderLock> save_lock;
+  if (world.rank() == 0 && !config.save.empty()) save_lock = std::make_unique<files::FolderLock>(config.save);
   pipeline::StageRunner runner(comm, c, source, config.init, config.resume, replication);
   if (runner.start_step() >= steps) {
     throw InvalidInput(c10::str("pipeline: the checkpoint is of step ", runner.start_step(), ", the run has ", steps,
@@ -141,6 +144,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
       timed_s += s.seconds;
       ++timed;
     }
+    if (leader) check_finite_loss(s.loss, step + 1, 0, config.allow_non_finite);
     r.last_loss = s.loss;
     r.losses.push_back(s.loss);
     if (leader && callbacks.on_step) callbacks.on_step({step + 1, steps, s.loss, tokens_per_step / s.seconds, true});

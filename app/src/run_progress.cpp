@@ -1,10 +1,18 @@
 #include "actkit/app/run_progress.h"
 
+#include <c10/util/StringUtil.h>
+
 #include <cmath>
 
 #include "actkit/core/errors.h"
 
 namespace actkit::app {
+
+void check_finite_loss(double loss, int64_t step, int rank, bool allow) {
+  if (allow || std::isfinite(loss)) return;
+  throw Error(c10::str("step ", step, ": the training loss is ", loss, " on rank ", rank,
+                       "; the run stops (a lower --lr, or --allow-non-finite to go on)"));
+}
 
 const char* to_string(LrSchedule schedule) { return schedule == LrSchedule::kConstant ? "constant" : "cosine"; }
 

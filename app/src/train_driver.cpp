@@ -108,6 +108,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
       }
       ++r.steps;
       loss_sum += loss.item<double>();
+      check_finite_loss(loss.item<double>(), r.steps, 0, c.allow_non_finite);
       if (on_progress) on_progress({epoch, s + 1, steps_per_epoch, loss_sum / double(s + 1)});
     }
     r.final_train_loss = loss_sum / double(steps_per_epoch);

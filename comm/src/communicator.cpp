@@ -323,9 +323,14 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
   } catch (const InvalidInput&) {
     throw;  // a backend this build or machine lacks: nothing to wait for
   } catch (const std::exception& e) {
-    throw CommError(c10::str("rank ", config.rank, ": the group of ", config.world_size, " at ", config.master_addr,
-                             ":", config.master_port, " did not form within ",
-                             std::chrono::duration<double>(config.timeout).count(), " s: ", e.what()),
+    // A port another program holds fails at once, not after the timeout: say which.
+    const std::string why = e.what();
+    const bool in_use = why.find("Address already in use") != std::string::npos;
+    throw CommError(in_use ? c10::str("rank ", config.rank, ": port ", config.master_port, " on ", config.master_addr,
+                                      " is in use by another program: give another --port (MASTER_PORT)")
+                           : c10::str("rank ", config.rank, ": the group of ", config.world_size, " at ",
+                                      config.master_addr, ":", config.master_port, " did not form within ",
+                                      std::chrono::duration<double>(config.timeout).count(), " s: ", why),
                     -1);
   }
   for (int r = 0; r < config.world_size; ++r) s.pacers.push_back(std::make_unique<LinkPacer>());

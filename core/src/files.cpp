@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,6 +171,49 @@ void commit_file(const std::string& temporary, const std::string& path) {
     ::close(fd);
     if (rc != 0 && error_number != EINVAL) fail("cannot flush the folder of", path, error_number);
   }
+}
+
+void check_writable_file(const std::string& path) {
+  if (path.empty()) throw IoError("an empty output path", EINVAL);
+  if (is_directory(path)) fail("cannot write", path, EISDIR);
+  std::string folder = parent_path(path);
+  if (folder.empty()) folder = ".";
+  if (!is_directory(folder)) fail("cannot write", path, ENOENT);
+  // A file made and removed beside it: what the final write will do (root
+  // passes access(), yet /proc or a read-only mount refuses the file).
+  const std::string probe = c10::str(path, ".probe.", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) fail("cannot write", path, errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+FolderLock::FolderLock(const std::string& dir) {
+  create_directories(dir);
+  const std::string file = dir + "/.actkit-lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0) fail("cannot lock", dir, errno);
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error_number = errno;
+    char holder[32] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof(holder) - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (error_number == EWOULDBLOCK) {
+      throw IoError(c10::str(dir, " is in use by another run (process ", n > 0 ? std::string(holder, size_t(n)) : "?",
+                             "): give each run a folder of its own"),
+                    EBUSY);
+    }
+    fail("cannot lock", dir, error_number);
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+    // The lock holds without the note; only the message to a second run is poorer.
+  }
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {

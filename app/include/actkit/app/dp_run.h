@@ -38,6 +38,7 @@ struct DpRunConfig {
   uint64_t seed = 0;                // weights, data order, rounding
   std::string save;                 // directory for the model and every rank's optimizer state at the end
   std::string resume;               // continue the run a `save` directory holds
+  bool allow_non_finite = false;    // train on past a NaN or infinite loss
   LinkMode link = LinkMode::kProcess;
   LinkSpec egress;                  // each worker's link (rate 0 where tc shapes it)
   GroupConfig group;                // this rank, the rendezvous, the timeout, the backend

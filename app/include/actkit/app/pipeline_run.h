@@ -41,6 +41,7 @@ struct PipelineRunConfig {
   optim::OptimizerChoice replica_optimizer;
   int64_t replica_warmup_steps = -1;
   double replica_warmup_fraction = 0.167;
+  bool allow_non_finite = false;  // train on past a NaN or infinite loss
   double first_link_bps = 0;  // the first boundary's rate, as reported (0: unlimited)
   GroupConfig group;          // this rank, the rendezvous, the timeout, the backend
 

@@ -17,6 +17,11 @@ struct StepProgress {
   bool compressing = false;  // dp: the exchange is past its warm-up (1-bit)
 };
 
+// Throws Error naming step `step` (1-based) and `rank` when `loss` is NaN
+// or infinite, unless `allow` (--allow-non-finite): a diverged run stops
+// at once instead of training on, and saving, garbage.
+void check_finite_loss(double loss, int64_t step, int rank, bool allow);
+
 enum class LrSchedule {
   kCosine,    // from the peak down to 0 over the run: the final model does not hinge on the last steps' noise
   kConstant,

@@ -29,6 +29,7 @@ struct TrainConfig {
   // Language models (gpt2): the shape; the defaults are actkit pipeline's,
   // so its --init reads what --save writes here.
   LanguageModelShape shape;
+  bool allow_non_finite = false;  // train on past a NaN or infinite loss
   std::string save;    // write the trained weights here (torch.save state dict)
   std::string resume;  // start from these weights (a state dict; the optimizer starts afresh)
 };

@@ -62,6 +62,28 @@ void write_file_atomic(const std::string& path, const void* data, size_t size);
 std::string write_temporary(const std::string& path, const void* data, size_t size);
 void commit_file(const std::string& temporary, const std::string& path);
 
+// Throws IoError naming `path` unless a file can be written there now: its
+// folder exists and takes a new file (one is made and removed), and `path`
+// is not a folder. For output
+// paths, checked before a run spends its time.
+void check_writable_file(const std::string& path);
+
+// An exclusive claim on folder `dir` (created if missing) for as long as
+// the object lives: a lock (flock) on dir/.actkit-lock, which records the
+// holder's process id. Another process asking for the same folder is
+// refused, naming the holder; the lock goes when the holder ends, however
+// it ends. Throws IoError when the folder cannot be made or is held.
+class FolderLock {
+ public:
+  explicit FolderLock(const std::string& dir);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // The names in directory `path` (not "." or ".."), sorted.
 std::vector<std::string> list_directory(const std::string& path);
 
