@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "actkit/app/model_defaults.h"
 #include "actkit/app/text_corpus.h"
 #include "actkit/app/training_data.h"
 #include "actkit/core/errors.h"
@@ -190,10 +191,7 @@ TEST(TrainingData, RefusesASetOfTheWrongKind) {
 TEST(TrainingData, AccuracyCountsEveryTestExample) {
   auto data = TrainingData::open(synthetic_images(16));
   at::manual_seed(0);
-  ModelOptions mo;
-  mo.num_classes = 10;
-  mo.in_channels = 1;
-  mo.image_size = 28;
+  ModelOptions mo = app::image_model_options();  // a small ViT: 1 block of 32 over 7 x 7 patches
   mo.patch_size = 7;
   mo.layers = 1;
   mo.hidden = 32;
