@@ -234,4 +234,9 @@ TEST(PipelineRun, RefusesBadSettings) {
   c = small_pipeline();
   c.data.set = app::DataSet::kFashionMnist;
   EXPECT_THROW(c.validate(), InvalidInput);
+  c = small_pipeline();
+  c.pipeline.stages = 4;  // 1 block: 3 pieces
+  EXPECT_THROW(c.validate(), InvalidInput);
+  c.pipeline.stages = 3;
+  EXPECT_NO_THROW(c.validate());
 }

@@ -1,11 +1,14 @@
 // comm/: real processes (tests/comm_peer_main.cpp) on loopback, joined by
 // c10d's TCPStore and Gloo; and the link arithmetic on its own.
 #include <gtest/gtest.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,48 @@ using Clock = std::chrono::steady_clock;
 
 std::vector<app::ProcessResult> run_peers(int world, const std::vector<std::string>& args, int timeout_s = 20) {
   return run_ranks(ACTKIT_COMM_PEER, world, args, timeout_s);
+}
+
+// The sockets listening on TCP port `port` (IPv4 and IPv6), as the local
+// addresses /proc/net/tcp* list them in hex ("0100007F" is 127.0.0.1,
+// "00000000" every interface).
+std::vector<std::string> listening_addresses(int port) {
+  char hex_port[8];
+  std::snprintf(hex_port, sizeof(hex_port), "%04X", port);
+  std::vector<std::string> found;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const size_t colon = local.rfind(':');
+      if (state == "0A" && colon != std::string::npos && local.substr(colon + 1) == hex_port) {
+        found.push_back(local.substr(0, colon));
+      }
+    }
+  }
+  return found;
+}
+
+// A run on one machine (MASTER_ADDR 127.0.0.1) opens its rendezvous store
+// on loopback only: nothing on the network can reach the unauthenticated
+// store. LibTorch 1.13's store cannot be given a socket and binds every
+// interface (docs/reliability.md).
+TEST(Comm, TheStoreOfALocalRunListensOnLoopbackOnly) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  GroupConfig g;
+  g.master_port = free_local_port();
+  g.timeout = std::chrono::seconds(30);
+  Communicator comm(g);
+  const std::vector<std::string> addresses = listening_addresses(g.master_port);
+  ASSERT_FALSE(addresses.empty());
+  for (const std::string& a : addresses) EXPECT_EQ(a, "0100007F") << "the store listens on " << a;
+#else
+  GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " binds the store to every interface";
+#endif
 }
 
 TEST(Comm, MessagesOfEverySizeCrossARingAndComeBack) {

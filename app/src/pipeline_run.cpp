@@ -34,6 +34,12 @@ void PipelineRunConfig::validate() const {
     throw InvalidInput(c10::str("pipeline: ", c.model, " is not a language model (gpt2, gpt2-small)"));
   }
   check_data_kind(data.set, true);
+  // GPT-2's pieces: the embeddings, each block, the head. Refused here, before
+  // any rank starts, rather than by every rank once the group has formed.
+  if (c.stages > c.model_options.layers + 2) {
+    throw InvalidInput(c10::str("pipeline: ", c.stages, " stages of a model of ", c.model_options.layers + 2,
+                                " pieces (embeddings, ", c.model_options.layers, " blocks, head): at most one stage a piece"));
+  }
   if (validation_batches < 1) throw InvalidInput("pipeline: --validation-batches must be >= 1");
   check_link_backend(c.link_mode, group.backend);
   if (aqsgd_warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");

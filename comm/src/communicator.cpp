@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "listen_socket.h"
 #include "process_group.h"
 
 namespace actkit {
@@ -314,6 +315,9 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
     c10d::TCPStoreOptions options;
     options.port = uint16_t(config.master_port);
     options.isServer = config.rank == 0;
+#if defined(ACTKIT_STORE_LISTEN_FD)
+    if (options.isServer) options.masterListenFd = listen_socket(config.master_addr, config.master_port, 0);
+#endif
     options.numWorkers = size_t(config.world_size);
     options.waitWorkers = true;
     options.timeout = config.timeout;
@@ -322,6 +326,8 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
     s.form_groups(s.store, config.rank, config.world_size, config);
   } catch (const InvalidInput&) {
     throw;  // a backend this build or machine lacks: nothing to wait for
+  } catch (const CommError&) {
+    throw;  // already says what failed (the store's port)
   } catch (const std::exception& e) {
     // A port another program holds fails at once, not after the timeout: say which.
     const std::string why = e.what();
