@@ -83,14 +83,8 @@ struct Value {
     x.text = std::make_shared<const std::string>(std::move(s));
     return x;
   }
+  // Throws FormatError when the tuple would nest kMaxNesting deep.
   static Value of_tuple(std::vector<Value> items);
-  static Value of_tuple_checked(std::vector<Value> items) {
-    Value x;
-    x.kind = Kind::kTuple;
-    for (const Value& item : items) x.depth = std::max(x.depth, item.nesting());
-    x.items = std::make_shared<const std::vector<Value>>(std::move(items));
-    return x;
-  }
   static Value of_tensor(at::Tensor t) {
     Value x;
     x.kind = Kind::kTensor;
@@ -129,8 +123,11 @@ uint32_t Value::nesting() const {
 }
 
 Value Value::of_tuple(std::vector<Value> items) {
-  Value x = of_tuple_checked(std::move(items));
+  Value x;
+  x.kind = Kind::kTuple;
+  for (const Value& item : items) x.depth = std::max(x.depth, item.nesting());
   if (x.depth >= kMaxNesting) throw FormatError(c10::str("values nest deeper than ", kMaxNesting, " levels"));
+  x.items = std::make_shared<const std::vector<Value>>(std::move(items));
   return x;
 }
 
