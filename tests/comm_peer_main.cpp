@@ -140,6 +140,32 @@ int main(int argc, char** argv) {
       const std::string bits = c.rank() == c.world_size() - 1 ? "3" : "4";
       return expect_comm_error([&] { c.handshake({{"model", "gpt2"}, {"fw_bits", bits}}); }, "fw_bits");
     }
+    if (scenario == "fails-early") {
+      // The last rank fails before the handshake (a refused checkpoint, say):
+      // its communicator ends with the exception; the others must name it.
+      if (c.rank() == c.world_size() - 1) throw std::runtime_error("refused checkpoint");
+      return expect_comm_error([&] { c.handshake({{"model", "gpt2"}}); }, "rank 2 failed");
+    }
+    if (scenario == "slow-link") {
+      // 1 kB at 8 kbit/s takes 1 s, 100 kB 100 s: beyond the timeout,
+      // refused when sent (and an all-reduce the same), not held.
+      if (c.rank() == 0) {
+        c.set_link(1, {8000, 0});
+        c.send(1, 0, std::vector<uint8_t>(1000, 1));
+        const int sent = expect_comm_error([&] { c.send(1, 0, std::vector<uint8_t>(100000, 1)); }, "timeout");
+        if (sent != 3) return sent;
+        c.set_egress({8000, 0});
+        at::Tensor big = at::zeros({100000});
+        const int reduced = expect_comm_error([&] { c.all_reduce_sum(big, "a big sum"); }, "timeout");
+        c.set_egress({});
+        c.barrier();
+        return reduced;
+      }
+      c.expect(0, 0, 1);
+      c.recv(0, 0, "the small message");
+      c.barrier();
+      return 3;
+    }
     if (scenario == "oversized") {
       c.barrier();
       if (c.rank() == 0) {

@@ -1,6 +1,7 @@
 // app::run_dp_worker and app::run_pipeline_rank called directly, in this
-// process, as a group of one (the multi-process runs are test_pipeline's,
-// test_data_parallel's and scripts/test.sh's).
+// process, as a group of one, and as several ranks of app_run_peer_main.cpp
+// (the other multi-process runs are test_pipeline's, test_data_parallel's
+// and scripts/test.sh's).
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -8,11 +9,15 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "actkit/app/dp_run.h"
 #include "actkit/app/pipeline_run.h"
+#include "actkit/comm/comm_error.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
+#include "peer_ranks.h"
+#include "test_paths.h"
 
 using namespace actkit;
 
@@ -239,4 +244,118 @@ TEST(PipelineRun, RefusesBadSettings) {
   EXPECT_THROW(c.validate(), InvalidInput);
   c.pipeline.stages = 3;
   EXPECT_NO_THROW(c.validate());
+}
+
+// An evaluation cut into batches and put back together gives evaluate()'s
+// result bit for bit, whoever scored which batch: classifiers (short last
+// batch) and language models.
+TEST(Evaluation, ThePlanAddsUpToTheWholeEvaluation) {
+  for (const bool text : {false, true}) {
+    app::DataOptions d;
+    d.set = app::DataSet::kSynthetic;
+    d.text = text;
+    d.seq_len = 16;
+    d.train_limit = 16;
+    const auto data = app::TrainingData::open(d);
+    at::manual_seed(3);
+    const std::string model_name = text ? "gpt2" : "vit";
+    ModelOptions o = app::training_model_options(model_name, {1, 32, 2, 16, 0.0});
+    o.layers = 1;
+    o.hidden = 32;
+    o.heads = 2;
+    auto model = make_model(model_name, o);
+    const app::EvaluationPlan plan = app::evaluation_plan(*data, 4);
+    EXPECT_EQ(plan.batches, text ? app::kValidationBatches : 3) << "1024 images: 500, 500, 24";
+    std::vector<double> scores(size_t(plan.batches), 0.0);
+    {
+      torch::NoGradGuard no_grad;
+      model->eval();
+      for (int64_t i = plan.batches - 1; i >= 0; --i) {
+        scores[size_t(i)] = app::evaluate_batch(*model, *data, plan, i, at::kCPU);
+      }
+      model->train();
+    }
+    EXPECT_EQ(app::evaluation_score(plan, scores), app::evaluate(*model, *data, 4, at::kCPU)) << model_name;
+    EXPECT_THROW(app::evaluate_batch(*model, *data, plan, plan.batches, at::kCPU), InvalidInput);
+    EXPECT_THROW(app::evaluation_score(plan, {1.0}), InvalidInput);
+  }
+}
+
+// A failure after training names the part that failed, as the same type.
+TEST(RunProgress, AFailureAfterTrainingNamesItsPhase) {
+  try {
+    app::in_phase("after 32 steps: the evaluation", [] { throw CommError("rank 2 is gone", 2); });
+    ADD_FAILURE() << "nothing thrown";
+  } catch (const CommError& e) {
+    EXPECT_EQ(e.peer(), 2);
+    EXPECT_EQ(std::string(e.what()), "after 32 steps: the evaluation: rank 2 is gone");
+  }
+  EXPECT_THROW(app::in_phase("saving", [] { throw IoError("disk full", 28); }), IoError);
+  EXPECT_THROW(app::in_phase("x", [] { TORCH_CHECK(false, "inside LibTorch"); }), Error);
+  EXPECT_EQ(app::in_phase("x", [] { return 7; }), 7);
+}
+
+// The ranks share the evaluation at the end of a run: with every batch made
+// slow (DELAY ms each), a run whose evaluation outlasts the 2 s timeout many
+// times over still finishes with its result, on every rank at once; the
+// same slow batches on rank 0 alone (one rank evaluating while the others
+// wait, as before) run out the timeout.
+namespace {
+
+constexpr int kTimeoutS = 2;
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+bool all_succeeded(const std::vector<app::ProcessResult>& results) {
+  for (const auto& r : results) {
+    if (!r.succeeded()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(SharedEvaluation, DpFinishesAnEvaluationLongerThanTheTimeout) {
+  const std::string out = fresh_dir("dp-eval");
+  // 32 batches of 150 ms: 4.8 s for one rank alone, 2.4 s each for two.
+  const auto shared = run_ranks(ACTKIT_APP_RUN_PEER, 2, {"dp-text", "150", "all", out}, kTimeoutS);
+  EXPECT_TRUE(all_succeeded(shared));
+  EXPECT_FALSE(read_line(out).empty());
+  const auto alone = run_ranks(ACTKIT_APP_RUN_PEER, 2, {"dp-text", "300", "0", out + ".alone"}, kTimeoutS);
+  EXPECT_FALSE(all_succeeded(alone)) << "the control: rank 0 evaluating alone runs out the timeout";
+  files::remove_all(out);
+  files::remove_all(out + ".alone");
+}
+
+TEST(SharedEvaluation, PipelineReplicasShareTheValidation) {
+  const std::string out = fresh_dir("pipeline-eval");
+  // 16 batches of 300 ms: 4.8 s for one replica, 2.4 s each for two.
+  const auto shared = run_ranks(ACTKIT_APP_RUN_PEER, 2, {"pipeline", "300", "all", out}, kTimeoutS);
+  EXPECT_TRUE(all_succeeded(shared));
+  EXPECT_GT(std::stod(read_line(out)), 0);
+  const auto alone = run_ranks(ACTKIT_APP_RUN_PEER, 2, {"pipeline", "600", "0", out + ".alone"}, kTimeoutS);
+  EXPECT_FALSE(all_succeeded(alone)) << "the control: replica 0 validating alone runs out the timeout";
+  files::remove_all(out);
+  files::remove_all(out + ".alone");
+}
+
+// Two workers evaluate a BatchNorm model together: the result is what the
+// saved model.pt gives evaluated in one process, bit for bit (every rank
+// evaluates with rank 0's running statistics).
+TEST(SharedEvaluation, DpEqualsTheSavedModelEvaluatedInOneProcess) {
+  const std::string out = fresh_dir("dp-images");
+  const auto results = run_ranks(ACTKIT_APP_RUN_PEER, 2, {"dp-images", "0", "all", out}, 60);
+  ASSERT_TRUE(all_succeeded(results));
+  std::istringstream line(read_line(out));
+  std::string shared, alone;
+  line >> shared >> alone;
+  EXPECT_FALSE(shared.empty());
+  EXPECT_EQ(shared, alone);
+  files::remove_all(out);
+  files::remove_all(out + ".ckpt");
 }

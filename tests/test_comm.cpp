@@ -83,6 +83,28 @@ TEST(Comm, HandshakeMismatchFailsOnEveryRank) {
   for (int r = 0; r < 3; ++r) EXPECT_EQ(results[r].exit_status, 3) << "rank " << r;
 }
 
+// A rank that fails before the handshake is named by every peer within
+// moments, not at the 30 s timeout (its communicator, ended by the
+// exception, says so in the store).
+TEST(Comm, ARankFailingBeforeTheHandshakeIsNamedAtOnce) {
+  const auto t0 = Clock::now();
+  const auto results = run_peers(3, {"fails-early"}, 30);
+  EXPECT_EQ(results[0].exit_status, 3);
+  EXPECT_EQ(results[1].exit_status, 3);
+  EXPECT_NE(results[2].exit_status, 0);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+}
+
+// A paced link honours the timeout too: a message (or an all-reduce) the
+// emulated link would carry for longer fails when sent, naming the limit.
+TEST(Comm, ASlowLinkFailsWithinTheTimeoutNotAfterTheMessage) {
+  const auto t0 = Clock::now();
+  const auto results = run_peers(2, {"slow-link"}, 10);
+  EXPECT_EQ(results[0].exit_status, 3);
+  EXPECT_EQ(results[1].exit_status, 3);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+}
+
 TEST(Comm, OversizedMessageIsRefusedBeforeItIsReceived) {
   const auto results = run_peers(2, {"oversized"}, 10);
   EXPECT_EQ(results[0].exit_status, 0);

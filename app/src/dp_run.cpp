@@ -27,6 +27,46 @@ std::string optimizer_file(const std::string& dir, int rank, int world) {
   return c10::str(dir, "/optimizer-rank", rank, "of", world, ".pt");
 }
 
+// Rank 0's floating-point buffers (BatchNorm's running statistics: each
+// rank's saw only its own batches) on every rank, so that every rank
+// evaluates the model rank 0 saves: zero elsewhere, then one sum.
+void share_leader_buffers(ZooModel& model, Communicator& comm) {
+  torch::NoGradGuard no_grad;
+  for (at::Tensor& b : model.buffers()) {
+    if (!at::isFloatingType(b.scalar_type())) continue;  // counters (num_batches_tracked): not read in eval
+    at::Tensor t = b.to(at::kDouble).contiguous();
+    if (comm.rank() != 0) t.zero_();
+    comm.all_reduce_sum(t, "rank 0's buffers");
+    b.copy_(t);
+  }
+}
+
+// evaluate(), shared by every rank: rank r scores batches r, r + N, ...;
+// one sum gives every batch's score, so the result is what rank 0 alone
+// would get, bit for bit, in 1/N of the time, and no rank waits through
+// another's work.
+double shared_evaluation(ZooModel& model, const TrainingData& data, int64_t batch, Communicator& comm,
+                         const std::function<void(int64_t, int64_t)>& on_batch) {
+  const EvaluationPlan plan = evaluation_plan(data, batch);
+  share_leader_buffers(model, comm);
+  const int rank = comm.rank(), world = comm.world_size();
+  const int64_t mine = plan.batches / world + (rank < plan.batches % world ? 1 : 0);
+  at::Tensor scores = at::zeros({plan.batches}, at::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    model.eval();
+    int64_t done = 0;
+    for (int64_t i = rank; i < plan.batches; i += world) {
+      scores[i] = evaluate_batch(model, data, plan, i, at::kCPU);
+      if (on_batch) on_batch(++done, mine);
+    }
+    model.train();
+  }
+  comm.all_reduce_sum(scores, "the evaluation");
+  const double* s = scores.data_ptr<double>();
+  return evaluation_score(plan, std::vector<double>(s, s + plan.batches));
+}
+
 }  // namespace
 
 void DpRunConfig::validate() const {
@@ -141,27 +181,33 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   }
   r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   r.exchange = opt->exchange_stats();
+  const std::string after = c10::str("dp: rank ", rank, ": after ", total, " steps of training");
+  // The checkpoint first: nothing that fails after training loses it.
+  if (!config.save.empty()) {
+    in_phase(c10::str(after, ": saving to ", config.save), [&] {
+      files::create_directories(config.save);
+      // The optimizer's state and the level's (rounding counters, bit
+      // budgets, gradient averages: each rank's own), serialized in memory and
+      // written whole (a full disk names the file and leaves the old one).
+      const std::string file = optimizer_file(config.save, rank, world);
+      torch::serialize::OutputArchive archive;
+      opt->save(archive);
+      write_controller_state(archive, *converted.controller);
+      const std::string bytes = archive_bytes(archive);
+      files::write_file_atomic(file, bytes.data(), bytes.size());
+      if (leader) save_state_dict(*model, config.save + "/model.pt");
+    });
+  }
+  const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
   // The mean loss over every rank's batch of each step: one collective at the end.
   at::Tensor mean_losses = at::tensor(r.train_losses, at::kDouble).to(at::kFloat).contiguous();
-  comm.all_reduce_sum(mean_losses, "loss report");
-  mean_losses.div_(float(world));
-  if (!config.save.empty()) {
-    files::create_directories(config.save);
-    // The optimizer's state and the level's (rounding counters, bit
-    // budgets, gradient averages: each rank's own), serialized in memory and
-    // written whole (a full disk names the file and leaves the old one).
-    const std::string file = optimizer_file(config.save, rank, world);
-    torch::serialize::OutputArchive archive;
-    opt->save(archive);
-    write_controller_state(archive, *converted.controller);
-    const std::string bytes = archive_bytes(archive);
-    files::write_file_atomic(file, bytes.data(), bytes.size());
-    if (leader) save_state_dict(*model, config.save + "/model.pt");
-  }
-  if (leader) {
-    r.evaluation = evaluate(*model, *data, config.batch, at::kCPU);
-  }
-  comm.barrier();
+  in_phase(after + ": the loss report" + saved, [&] {
+    comm.all_reduce_sum(mean_losses, "loss report");
+    mean_losses.div_(float(world));
+  });
+  r.evaluation = in_phase(after + ": the evaluation" + saved, [&] {
+    return shared_evaluation(*model, *data, config.batch, comm, callbacks.on_evaluate);
+  });
   if (!leader) return r;
 
   r.leader = true;

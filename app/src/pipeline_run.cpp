@@ -22,6 +22,20 @@ int64_t steps_of(double epochs, int64_t examples, int64_t per_step) {
   return int64_t(std::ceil(epochs * double(examples > 0 ? examples : per_step) / double(per_step)));
 }
 
+// The validation loss on rank 0 (0 elsewhere): the replicas share the
+// batches; stage 0 of each holds its batches' losses, and one sum over the
+// replicas gives every batch's, exactly.
+double shared_validation(pipeline::StageRunner& runner, pipeline::ReplicaGroups& groups,
+                         const std::function<void(int64_t, int64_t)>& on_batch) {
+  const std::vector<double> own = runner.validation_losses(on_batch);
+  if (!runner.first() || own.empty()) return 0;
+  at::Tensor losses = at::tensor(own, at::kDouble).contiguous();
+  if (groups.stage_replicas) groups.stage_replicas->all_reduce_sum(losses, "the validation losses");
+  double sum = 0;
+  for (int64_t i = 0; i < losses.numel(); ++i) sum += losses.data_ptr<double>()[i];
+  return groups.replica == 0 ? sum / double(losses.numel()) : 0;
+}
+
 }  // namespace
 
 const char* buffer_tier(int64_t memory_budget) {
@@ -155,13 +169,23 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
     r.losses.push_back(s.loss);
     if (leader && callbacks.on_step) callbacks.on_step({step + 1, steps, s.loss, tokens_per_step / s.seconds, true});
   }
-  r.val_loss = runner.validate();
+  const std::string after = c10::str("pipeline: rank ", world.rank(), ": after ", steps, " steps of training");
+  // The checkpoint first: nothing that fails after training loses it (the
+  // validation changes nothing a checkpoint holds).
+  if (!config.save.empty()) {
+    in_phase(c10::str(after, ": saving to ", config.save), [&] { runner.save(config.save, steps); });
+  }
+  const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
+  r.val_loss = in_phase(after + ": the validation" + saved, [&] {
+    return shared_validation(runner, groups, callbacks.on_validate);
+  });
   // The waits cover every step and the validation: so does their share.
   r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  if (!config.save.empty()) runner.save(config.save, steps);
-  std::tie(r.links, r.stages) = runner.gather_reports();
-  comm.flush();
-  world.barrier();
+  in_phase(after + ": the reports" + saved, [&] {
+    std::tie(r.links, r.stages) = runner.gather_reports();
+    comm.flush();
+    world.barrier();
+  });
   if (temporary_buffers) files::remove_all(c.buffers.dir);
   if (!leader) return r;
 

@@ -5,6 +5,7 @@
 #include "actkit/comm/communicator.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -12,6 +13,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -25,7 +27,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Set by a rank whose communicator ends with an exception.
+std::string abort_key(int rank) { return c10::str("abort/", rank); }
+
+// How often a handshake looks at the store: a failed peer is noticed
+// within this, at a cost of one small request per peer.
+constexpr auto kStorePoll = std::chrono::milliseconds(20);
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// What went wrong, without LibTorch's backtrace (a user reads it).
+std::string reason(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  return c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
+}
 
 // Size messages and byte messages of one channel use separate c10d tags.
 int size_tag(int channel) { return 2 * channel; }
@@ -96,27 +111,28 @@ struct Communicator::Impl {
   // emulated interface would have carried `wire` bytes in `hops` hops.
   template <class Start>
   void collective(const std::string& what, int64_t wire, int hops, Start start) {
-    const int64_t seq = ++collectives;
     const Clock::time_point t0 = Clock::now();
-    try {
-      const std::string text = std::to_string(seq);
-      store->set(c10::str("coll/", config.rank), std::vector<uint8_t>(text.begin(), text.end()));
-    } catch (const std::exception& e) {
-      throw CommError(c10::str(me(), ": ", what, ": the store at rank 0 is unreachable (is rank 0 alive?): ", e.what()),
-                      0);
-    }
     Clock::time_point deliver = t0;
     if (egress->spec().limited()) {
       const auto latency = std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(egress->spec().latency_seconds * std::max(0, hops - 1)));
       deliver = egress->reserve(size_t(wire), t0) + latency;
+      check_pacing(*egress, deliver, t0, what, -1);  // before the peers can count this rank in
+    }
+    const int64_t seq = ++collectives;
+    try {
+      const std::string text = std::to_string(seq);
+      store->set(c10::str("coll/", config.rank), std::vector<uint8_t>(text.begin(), text.end()));
+    } catch (const std::exception& e) {
+      throw CommError(c10::str(me(), ": ", what, ": the store at rank 0 is unreachable (is rank 0 alive?): ", reason(e)),
+                      0);
     }
     std::string error;
     try {
       c10::intrusive_ptr<c10d::Work> work = start();
       if (!work->wait(config.timeout)) error = "timed out";
     } catch (const std::exception& e) {
-      error = e.what();
+      error = reason(e);
     }
     if (!error.empty()) throw lagging_rank_error(what, seq, error);
     std::this_thread::sleep_until(deliver);
@@ -159,6 +175,50 @@ struct Communicator::Impl {
 
   // Ranks as the user knows them: the outermost group's numbers.
   int global(int r) const { return members.empty() ? r : members[size_t(r)]; }
+
+  // Every wait honours the timeout, the emulated link's too: a message the
+  // link would still be carrying past it fails now, saying why, instead of
+  // holding both ends (the receiver would time out blaming the sender).
+  void check_pacing(const LinkPacer& pacer, Clock::time_point deliver, Clock::time_point now, const std::string& what,
+                    int peer) const {
+    const double seconds = std::chrono::duration<double>(deliver - now).count();
+    const double limit = std::chrono::duration<double>(config.timeout).count();
+    if (seconds <= limit) return;
+    throw CommError(c10::str(me(), ": ", what, ": the emulated link at ", pacer.spec().bits_per_second,
+                             " bit/s would deliver it in ", seconds, " s, beyond the ", limit,
+                             " s timeout (a higher --bandwidth or --timeout)"),
+                    peer);
+  }
+
+  // The value of `key`, which rank `r` sets, once it is there: polled, so
+  // that a rank that failed meanwhile (abort_key) is named at once rather
+  // than at the timeout. Throws CommError naming the failed rank, or `r`
+  // at the timeout or when the store is gone.
+  std::vector<uint8_t> await_key(const std::string& key, int r, const char* what) {
+    const Clock::time_point deadline = Clock::now() + config.timeout;
+    try {
+      while (!store->check({key})) {
+        for (int peer = 0; peer < config.world_size; ++peer) {
+          if (peer != config.rank && store->check({abort_key(peer)})) {
+            throw CommError(c10::str(me(), ": ", what, ": ", who(peer), " failed (its own error says why)"),
+                            global(peer));
+          }
+        }
+        if (Clock::now() >= deadline) {
+          throw CommError(c10::str(me(), ": ", what, ": ", who(r), " did not arrive within ",
+                                   std::chrono::duration<double>(config.timeout).count(), " s: is ", who(r), " alive?"),
+                          global(r));
+        }
+        std::this_thread::sleep_for(kStorePoll);
+      }
+      return store->get(key);
+    } catch (const CommError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw CommError(c10::str(me(), ": ", what, ": the store at rank 0 is unreachable (is rank 0 alive?): ", reason(e)),
+                      0);
+    }
+  }
   std::string who(int r) const { return c10::str("rank ", global(r)); }
   std::string me() const {
     return members.empty() ? who(config.rank) : c10::str(who(config.rank), " (in group ", name, ")");
@@ -235,7 +295,7 @@ struct Communicator::Impl {
           group->send(data, peer, bytes_tag(channel))->wait(config.timeout);
         }
       } catch (const std::exception& e) {
-        error = e.what();
+        error = reason(e);
       }
       lock.lock();
       o.busy = false;
@@ -272,7 +332,7 @@ struct Communicator::Impl {
           bytes.assign(p, p + n);
         }
       } catch (const std::exception& e) {
-        error = e.what();
+        error = reason(e);
       }
       lock.lock();
       if (!error.empty()) {
@@ -330,7 +390,7 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
     throw;  // already says what failed (the store's port)
   } catch (const std::exception& e) {
     // A port another program holds fails at once, not after the timeout: say which.
-    const std::string why = e.what();
+    const std::string why = reason(e);
     const bool in_use = why.find("Address already in use") != std::string::npos;
     throw CommError(in_use ? c10::str("rank ", config.rank, ": port ", config.master_port, " on ", config.master_addr,
                                       " is in use by another program: give another --port (MASTER_PORT)")
@@ -371,7 +431,7 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, co
   } catch (const std::exception& e) {
     throw CommError(c10::str(s.me(), ": the group ", name, " of ranks ", c10::Join(",", t.members),
                              " did not form within ", std::chrono::duration<double>(s.config.timeout).count(),
-                             " s: ", e.what()),
+                             " s: ", reason(e)),
                     -1);
   }
   for (size_t r = 0; r < members.size(); ++r) t.pacers.push_back(std::make_unique<LinkPacer>());
@@ -380,6 +440,16 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, co
 
 Communicator::~Communicator() {
   Impl& s = *impl_;
+  // Destroyed by an exception (a refused checkpoint, bad data, a crash of
+  // this rank's own making): say so in the store, so that peers waiting in
+  // a handshake fail at once naming this rank instead of at their timeout.
+  if (std::uncaught_exceptions() > 0 && s.store) {
+    try {
+      s.store->set(abort_key(s.config.rank), std::vector<uint8_t>{1});
+    } catch (const std::exception&) {
+      // The store is gone with rank 0: the peers notice that themselves.
+    }
+  }
   // Let queued sends leave (each bounded by the timeout), then stop.
   for (auto& [key, o] : s.outbound) {
     {
@@ -415,7 +485,9 @@ void Communicator::send(int peer, int channel, std::vector<uint8_t> bytes) {
   const size_t wire_bytes = bytes.size() + sizeof(int64_t);
   std::lock_guard<std::mutex> lock(o.mutex);
   if (!o.error.empty()) throw CommError(o.error, peer);
-  const Clock::time_point deliver_at = s.pacers[size_t(peer)]->reserve(wire_bytes, Clock::now());
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point deliver_at = s.pacers[size_t(peer)]->reserve(wire_bytes, now);
+  s.check_pacing(*s.pacers[size_t(peer)], deliver_at, now, c10::str("a message to ", s.who(peer)), s.global(peer));
   o.stats.messages += 1;
   o.stats.bytes += int64_t(wire_bytes);
   o.last_delivery = std::max(o.last_delivery, deliver_at);
@@ -503,17 +575,11 @@ void Communicator::handshake(const std::vector<std::pair<std::string, std::strin
   try {
     s.store->set(key(s.config.rank), std::vector<uint8_t>(text.begin(), text.end()));
   } catch (const std::exception& e) {
-    throw CommError(c10::str(s.me(), ": handshake: the store at rank 0 is unreachable: ", e.what()), 0);
+    throw CommError(c10::str(s.me(), ": handshake: the store at rank 0 is unreachable: ", reason(e)), 0);
   }
   for (int r = 0; r < s.config.world_size; ++r) {
     if (r == s.config.rank) continue;
-    std::vector<uint8_t> theirs;
-    try {
-      theirs = s.store->get(key(r));  // waits up to the store's timeout
-    } catch (const std::exception& e) {
-      throw CommError(c10::str(s.me(), ": handshake: ", s.who(r), " did not report its configuration: ", e.what()),
-                      s.global(r));
-    }
+    const std::vector<uint8_t> theirs = s.await_key(key(r), r, "handshake");
     std::istringstream in(std::string(theirs.begin(), theirs.end()));
     std::string name, value;
     size_t i = 0;
@@ -543,7 +609,7 @@ void Communicator::barrier() {
   try {
     s.group->barrier()->wait(s.config.timeout);
   } catch (const std::exception& e) {
-    throw CommError(c10::str(s.me(), ": barrier failed: ", e.what()), -1);
+    throw CommError(c10::str(s.me(), ": barrier failed: ", reason(e)), -1);
   }
 }
 
@@ -554,8 +620,9 @@ void Communicator::set_egress(LinkSpec spec) {
 
 void Communicator::all_reduce_sum(at::Tensor& t, const std::string& what) {
   Impl& s = *impl_;
-  if ((t.scalar_type() != at::kFloat && t.scalar_type() != at::kHalf) || !t.device().is_cpu() || !t.is_contiguous()) {
-    throw InvalidInput(c10::str(what, ": all_reduce_sum takes a contiguous fp32 or fp16 CPU tensor"));
+  const at::ScalarType type = t.scalar_type();
+  if ((type != at::kDouble && type != at::kFloat && type != at::kHalf) || !t.device().is_cpu() || !t.is_contiguous()) {
+    throw InvalidInput(c10::str(what, ": all_reduce_sum takes a contiguous fp64, fp32 or fp16 CPU tensor"));
   }
   const int n = s.config.world_size;
   if (n == 1) return;

@@ -40,23 +40,33 @@ nlohmann::json parse_report(const std::vector<uint8_t>& bytes, const std::string
 }
 
 double relay_to_first(Communicator& comm, int stage, int stages, double value, const std::string& what) {
-  // The double's own 8 bytes: a diverged run's NaN or Inf must reach rank 0
+  return relay_to_first(comm, stage, stages, std::vector<double>{value}, 1, what)[0];
+}
+
+std::vector<double> relay_to_first(Communicator& comm, int stage, int stages, const std::vector<double>& values,
+                                   int64_t count, const std::string& what) {
+  // The doubles' own bytes: a diverged run's NaN or Inf must reach rank 0
   // as it is (JSON has no such numbers).
+  if (count < 0 || count > kMaxReportBytes / int64_t(sizeof(double))) {
+    throw InvalidInput(c10::str(what, ": ", count, " values to relay"));
+  }
   const int last = stages - 1;
-  if (stages == 1) return value;
+  if (stages == 1 || (stage != 0 && stage != last)) return values;
+  const size_t size = size_t(count) * sizeof(double);
   if (stage == last) {
-    std::vector<uint8_t> bytes(sizeof(double));
-    std::memcpy(bytes.data(), &value, sizeof(double));
+    if (int64_t(values.size()) != count) throw InvalidInput(c10::str(what, ": ", values.size(), " values, not ", count));
+    std::vector<uint8_t> bytes(size);
+    std::memcpy(bytes.data(), values.data(), size);
     comm.send(0, kReports, bytes);
-    return value;
+    return values;
   }
-  if (stage != 0) return value;
   const std::vector<uint8_t> bytes = comm.recv(last, kReports, what);
-  if (bytes.size() != sizeof(double)) {
-    throw CommError(c10::str("rank 0: ", what, " from rank ", last, " is ", bytes.size(), " bytes, not a number"), last);
+  if (bytes.size() != size) {
+    throw CommError(c10::str("rank 0: ", what, " from rank ", last, " is ", bytes.size(), " bytes, not ", count,
+                             " number(s)"), last);
   }
-  double received = 0;
-  std::memcpy(&received, bytes.data(), sizeof(double));
+  std::vector<double> received(size_t(count), 0.0);
+  std::memcpy(received.data(), bytes.data(), size);
   return received;
 }
 

@@ -220,22 +220,23 @@ void StageRunner::exchange_tied_gradients(int64_t step) {
   }
 }
 
-double StageRunner::validate() {
-  if (replica() != 0) return 0;
+std::vector<double> StageRunner::validation_losses(const std::function<void(int64_t, int64_t)>& on_batch) {
   torch::NoGradGuard no_grad;
   model_->eval();
-  const int64_t n = data_.validation_batches();
-  if (!first()) comm_.expect(stage() - 1, kActivations, int(n), boundary_limit(config_));
+  const int64_t n = data_.validation_batches(), replicas = config_.replicas;
+  const int64_t mine = n / replicas + (replica() < n % replicas ? 1 : 0);
+  if (!first() && mine > 0) comm_.expect(stage() - 1, kActivations, int(mine), boundary_limit(config_));
   if (first() && !last()) comm_.expect(config_.stages - 1, kReports, 1, kMaxReportBytes);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  std::vector<double> losses(size_t(n), 0.0);
+  int64_t done = 0;
+  for (int64_t i = replica(); i < n; i += replicas) {
     const at::Tensor loss = forward(-1, i, 1.0).second;
-    if (last()) sum += loss.item<double>();
+    if (last()) losses[size_t(i)] = loss.item<double>();
+    if (on_batch) on_batch(++done, mine);
   }
   model_->train();
-  const double mean = relay_to_first(comm_, stage(), config_.stages, n > 0 ? sum / double(n) : 0,
-                                     "the validation loss");
-  return first() ? mean : 0;
+  losses = relay_to_first(comm_, stage(), config_.stages, losses, n, "the validation losses");
+  return first() ? losses : std::vector<double>{};
 }
 
 torch::OrderedDict<std::string, at::Tensor> StageRunner::named_parameters() const {

@@ -60,6 +60,9 @@ struct DpStart {
 struct DpCallbacks {
   std::function<void(const DpStart&)> on_start;     // rank 0
   std::function<void(const StepProgress&)> on_step;  // rank 0, after each step
+  // Every rank, after each evaluation batch of its own (done of total):
+  // the ranks share the evaluation, each a disjoint part of the split.
+  std::function<void(int64_t done, int64_t total)> on_evaluate;
 };
 
 // What rank 0 knows at the end (other ranks: leader false).

@@ -64,6 +64,8 @@ struct PipelineStart {
 struct PipelineCallbacks {
   std::function<void(const PipelineStart&)> on_start;  // every rank
   std::function<void(const StepProgress&)> on_step;    // rank 0, after each step
+  // Every rank, after each validation batch of its own (done of total).
+  std::function<void(int64_t done, int64_t total)> on_validate;
 };
 
 // aqsgd: the m(ξ) stores of every stage, together.

@@ -22,6 +22,22 @@ struct StepProgress {
 // at once instead of training on, and saving, garbage.
 void check_finite_loss(double loss, int64_t step, int rank, bool allow);
 
+// Rethrows the exception being handled with `context` before its message,
+// as the same ACTkit type (CommError keeps its peer); a c10::Error or
+// another std::exception becomes an Error. Call only inside a catch.
+[[noreturn]] void rethrow_with_context(const std::string& context);
+
+// f(), with a failure named by `context` (say, "after 32 steps: the
+// evaluation"): a run that fails after its training says in what part.
+template <class F>
+decltype(auto) in_phase(const std::string& context, F&& f) {
+  try {
+    return f();
+  } catch (...) {
+    rethrow_with_context(context);
+  }
+}
+
 enum class LrSchedule {
   kCosine,    // from the peak down to 0 over the run: the final model does not hinge on the last steps' noise
   kConstant,

@@ -127,7 +127,7 @@ class Communicator {
   //   all_to_all      E = (N−1)/N·size,  H = 1
   //   all_gather      E = (N−1)·size,    H = N−1
   void set_egress(LinkSpec spec);
-  // Sums `t` (CPU, contiguous, fp32 or fp16) over every rank, in place.
+  // Sums `t` (CPU, contiguous, fp64, fp32 or fp16) over every rank, in place.
   // Throws InvalidInput for another tensor, CommError as above.
   void all_reduce_sum(at::Tensor& t, const std::string& what);
   // `in` holds N equal blocks (CPU, contiguous, uint8); block i goes to rank

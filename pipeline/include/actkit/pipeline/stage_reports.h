@@ -54,6 +54,10 @@ struct StageSummary {
 // arrive as they are. `what` names it in errors. Throws CommError naming
 // the last stage for a malformed one.
 double relay_to_first(Communicator& comm, int stage, int stages, double value, const std::string& what);
+// The same for a vector of `count` values (at most kMaxReportBytes of them);
+// a message of another length is a CommError.
+std::vector<double> relay_to_first(Communicator& comm, int stage, int stages, const std::vector<double>& values,
+                                   int64_t count, const std::string& what);
 
 // Collects every stage's link reports and summary on rank 0: links merged
 // per (from, to, direction) and sorted forward first by boundary, summaries

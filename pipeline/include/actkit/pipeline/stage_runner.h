@@ -87,11 +87,14 @@ class StageRunner {
   // step's loss (sent by the last stage).
   StepReport train_step(int64_t step, double lr);
 
-  // Mean loss over the source's validation batches (forward only, through
-  // the same boundary codec); the value on rank 0, 0 elsewhere. Replicas
-  // hold the same weights: only replica 0 runs it (the others return 0 at
-  // once).
-  double validate();
+  // Forward only, through the same boundary codec, over this replica's
+  // share of the source's validation batches: batch i is replica
+  // (i mod replicas)'s, so replicas (which hold the same weights) share the
+  // work and none waits for another's. On stage 0: every batch's mean loss
+  // at its index, 0 for the other replicas' batches (the replicas' vectors
+  // summed are every batch's loss, exactly); elsewhere an empty vector.
+  // `on_batch(done, total)` after each of this rank's batches.
+  std::vector<double> validation_losses(const std::function<void(int64_t, int64_t)>& on_batch = {});
 
   // Checkpoints this stage after `steps` training steps to `dir`
   // (StageCheckpoint: parameters, optimizer state, step count, the level's
