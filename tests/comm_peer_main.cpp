@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -145,6 +146,29 @@ int main(int argc, char** argv) {
       // its communicator ends with the exception; the others must name it.
       if (c.rank() == c.world_size() - 1) throw std::runtime_error("refused checkpoint");
       return expect_comm_error([&] { c.handshake({{"model", "gpt2"}}); }, "rank 2 failed");
+    }
+    if (scenario == "stopped") {
+      // Rank 0 (the store's host) stops as under SIGSTOP: rank 1's
+      // all-reduce fails naming it within the timeout and a few seconds.
+      c.barrier();
+      if (c.rank() == 0) {
+        // Someone must end a stopped process: a child, once rank 1 is done.
+        const pid_t self = ::getpid();
+        const unsigned wait_s = unsigned(std::chrono::duration_cast<std::chrono::seconds>(c.config().timeout).count()) + 6;
+        if (::fork() == 0) {
+          ::sleep(wait_s);
+          ::kill(self, SIGKILL);
+          ::_exit(0);
+        }
+        ::raise(SIGSTOP);
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      at::Tensor t = at::ones({4});
+      const int status = expect_comm_error([&] { c.all_reduce_sum(t, "a sum"); }, "rank 0");
+      const auto waited = std::chrono::steady_clock::now() - t0;
+      // Before: the diagnosis waited a second timeout on the stopped store.
+      if (waited > c.config().timeout + std::chrono::seconds(4)) return fail("noticed only after the timeout and more");
+      return status;
     }
     if (scenario == "slow-link") {
       // 1 kB at 8 kbit/s takes 1 s, 100 kB 100 s: beyond the timeout,

@@ -95,6 +95,13 @@ TEST(Comm, ARankFailingBeforeTheHandshakeIsNamedAtOnce) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
 }
 
+// A stopped rank (SIGSTOP) that hosts the store is named within the
+// timeout and the few seconds the diagnosis may take, not two timeouts.
+TEST(Comm, AStoppedRankIsNamedWithinTheTimeout) {
+  const auto results = run_peers(2, {"stopped"}, 8);
+  EXPECT_EQ(results[1].exit_status, 3);
+}
+
 // A paced link honours the timeout too: a message (or an all-reduce) the
 // emulated link would carry for longer fails when sent, naming the limit.
 TEST(Comm, ASlowLinkFailsWithinTheTimeoutNotAfterTheMessage) {

@@ -34,6 +34,10 @@ std::string abort_key(int rank) { return c10::str("abort/", rank); }
 // within this, at a cost of one small request per peer.
 constexpr auto kStorePoll = std::chrono::milliseconds(20);
 
+// How long the store gets to answer while a failure is diagnosed: a live
+// store answers in microseconds on loopback, milliseconds across machines.
+constexpr auto kDiagnosis = std::chrono::milliseconds(3000);
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // What went wrong, without LibTorch's backtrace (a user reads it).
@@ -144,6 +148,16 @@ struct Communicator::Impl {
   // After a failed collective: the rank that entered fewer collectives than
   // this one is the one to blame (it died or hangs before this call).
   CommError lagging_rank_error(const std::string& what, int64_t seq, const std::string& error) {
+    // A stopped rank 0 holds the store too: ask it something it must know
+    // (this rank's own count) with a short limit first, so that the
+    // diagnosis adds seconds to the timeout, not another timeout.
+    try {
+      store->wait({c10::str("coll/", config.rank)}, std::min<std::chrono::milliseconds>(config.timeout, kDiagnosis));
+    } catch (const std::exception&) {
+      return CommError(c10::str(me(), ": ", what, " failed (", error,
+                                ") and the store at rank 0 does not answer: is rank 0 alive (or stopped)?"),
+                       0);
+    }
     for (int r = 0; r < config.world_size; ++r) {
       if (r == config.rank) continue;
       int64_t theirs = 0;
