@@ -118,7 +118,7 @@ void launch_local(const RankLaunch& l) {
                       {"MASTER_PORT", std::to_string(port)},
                       {"OMP_NUM_THREADS", threads}}});
   }
-  check_results(l, app::run_processes(ranks, failure_grace(l)));
+  check_results(l, app::run_processes(ranks, failure_grace(l), /*private_tmpdir=*/true));
 }
 
 void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& peer_rate,
@@ -195,7 +195,7 @@ void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& p
                       {"GLOO_SOCKET_IFNAME", rank_interface(r)},
                       {"OMP_NUM_THREADS", threads}}});
   }
-  check_results(l, app::run_processes(ranks, failure_grace(l)));
+  check_results(l, app::run_processes(ranks, failure_grace(l), /*private_tmpdir=*/true));
 }
 
 }  // namespace actkit::cli

@@ -1,6 +1,7 @@
 // actkit/core/files.h: the file-system calls ACTkit makes instead of
 // std::filesystem (which PyTorch's wheels export a copy of).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -143,3 +144,17 @@ TEST(Files, AFolderLockRefusesASecondRun) {
 
 }  // namespace
 }  // namespace actkit
+
+// Private folders are new each time, this user's alone, and never a link
+// someone planted under a guessable name.
+TEST(Files, PrivateFoldersAreNewAndOwnedByThisUserAlone) {
+  test::TempDir dir;
+  const std::string a = files::make_private_directory(dir.path(), "run");
+  const std::string b = files::make_private_directory(dir.path(), "run");
+  EXPECT_NE(a, b);
+  struct stat st {};
+  ASSERT_EQ(::lstat(a.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_THROW(files::make_private_directory(dir.file("no-such-parent"), "run"), IoError);
+}

@@ -3,9 +3,11 @@
 
 #include "actkit/app/process.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "test_util.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -115,18 +117,44 @@ TEST(Process, ASignalToTheLauncherEndsItsChildren) {
   if (launcher == 0) {
     std::vector<app::ProcessSpec> specs;
     for (int i = 0; i < 2; ++i) {
-      specs.push_back({{"sh", "-c", "echo $$ > " + dir.file("pid" + std::to_string(i)) + "; exec sleep 60"}, {}});
+      // Each leaves a file in the group's private TMPDIR and says where it is.
+      specs.push_back({{"sh", "-c",
+                        "touch \"$TMPDIR/x$$\"; echo \"$TMPDIR\" > " + dir.file("tmp" + std::to_string(i)) +
+                            "; echo $$ > " + dir.file("pid" + std::to_string(i)) + "; exec sleep 60"},
+                       {}});
     }
-    app::run_processes(specs, std::chrono::seconds(30));
+    app::run_processes(specs, std::chrono::seconds(30), /*private_tmpdir=*/true);
     _exit(0);
   }
   const std::vector<pid_t> children = read_pids(dir.path(), 2, std::chrono::seconds(10));
   ASSERT_EQ(children.size(), 2u);
+  std::string scratch;
+  std::ifstream(dir.file("tmp0")) >> scratch;
+  EXPECT_TRUE(files::exists(scratch)) << scratch;
+  struct stat st {};
+  ASSERT_EQ(::stat(scratch.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << "only this user reads the group's temporary files";
   ::kill(launcher, SIGTERM);
   int status = 0;
   ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "the launcher ends by the signal it was sent";
   EXPECT_TRUE(all_gone_within(children, std::chrono::seconds(2)));
+  EXPECT_FALSE(files::exists(scratch)) << "a killed group's temporary files go with it";
+}
+
+// The group's TMPDIR goes when its last child has ended, here one that
+// killed itself mid-write.
+TEST(Process, APrivateTmpdirIsRemovedAfterAKilledChild) {
+  test::TempDir dir;
+  const std::vector<app::ProcessSpec> specs{
+      {{"sh", "-c", "echo \"$TMPDIR\" > " + dir.file("tmp") + "; mkdir \"$TMPDIR/d\"; touch \"$TMPDIR/d/f\"; kill -9 $$"},
+       {}}};
+  const auto results = app::run_processes(specs, std::chrono::seconds(5), /*private_tmpdir=*/true);
+  EXPECT_EQ(results[0].signal, SIGKILL);
+  std::string scratch;
+  std::ifstream(dir.file("tmp")) >> scratch;
+  ASSERT_FALSE(scratch.empty());
+  EXPECT_FALSE(files::exists(scratch));
 }
 
 // A launcher killed outright (SIGKILL: nothing to forward) takes its ranks

@@ -1,5 +1,6 @@
 #include "actkit/app/pipeline_run.h"
 
+#include <c10/util/ScopeExit.h>
 #include <c10/util/StringUtil.h>
 
 #include <algorithm>
@@ -102,9 +103,19 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   }
   const bool temporary_buffers = c.buffers.dir.empty();
   if (temporary_buffers) {
-    c.buffers.dir = c10::str(files::temp_directory(), "/actkit-buffers-", config.group.master_port, "-rank",
-                             world.rank());
+    // Made by this rank alone (under the launcher, inside its private
+    // TMPDIR, which goes with the run however the run ends).
+    c.buffers.dir = files::make_private_directory(files::temp_directory(), c10::str("actkit-buffers-rank", world.rank()));
   }
+  // Declared before the stages' stores: removed after them, on every way out.
+  const auto remove_buffers = c10::make_scope_exit([&] {
+    if (!temporary_buffers) return;
+    try {
+      files::remove_all(c.buffers.dir);
+    } catch (const std::exception&) {
+      // Best effort, on the way out.
+    }
+  });
   const int64_t steps = config.steps > 0 ? config.steps : std::max<int64_t>(1, steps_of(config.epochs, train_examples,
                                                                                          per_step));
   if (source.validation_batches() < 1) {
@@ -186,7 +197,6 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
     comm.flush();
     world.barrier();
   });
-  if (temporary_buffers) files::remove_all(c.buffers.dir);
   if (!leader) return r;
 
   r.leader = true;

@@ -47,6 +47,25 @@ struct SpawnAttributes {
 volatile sig_atomic_t g_forward_signal = 0;
 void note_signal(int signal) { g_forward_signal = signal; }
 
+// run_processes' private TMPDIR for its children, removed when it goes
+// (or before this process re-raises a forwarded signal).
+struct ScratchFolder {
+  std::string path;
+  explicit ScratchFolder(bool wanted)
+      : path(wanted ? files::make_private_directory(files::temp_directory(), "actkit-run") : "") {}
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  void remove() const {
+    if (path.empty()) return;
+    try {
+      files::remove_all(path);
+    } catch (const std::exception&) {
+      // Best effort: what is left is in a folder only this user can read.
+    }
+  }
+  ~ScratchFolder() { remove(); }
+};
+
 // The handlers run_processes installs while it waits, and puts back.
 class ForwardedSignals {
  public:
@@ -173,12 +192,14 @@ ProcessResult result_of(int status) {
 
 }  // namespace
 
-std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, std::chrono::milliseconds grace) {
+std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, std::chrono::milliseconds grace,
+                                         bool private_tmpdir) {
   if (specs.empty()) throw InvalidInput("run_processes: no program given");
   for (const auto& spec : specs) {
     if (spec.argv.empty() || spec.argv.front().empty()) throw InvalidInput("run_processes: a program has no argv");
     if (spec.output == ChildOutput::kCapture) throw InvalidInput("run_processes: output cannot be captured");
   }
+  const ScratchFolder scratch(private_tmpdir);
   std::vector<pid_t> pids;
   g_forward_signal = 0;
   const ForwardedSignals forwarding;
@@ -199,6 +220,7 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     argv.push_back(nullptr);
     std::vector<std::pair<std::string, std::string>> vars = spec.env;
     vars.emplace_back("ACTKIT_PARENT_PID", std::to_string(::getpid()));
+    if (!scratch.path.empty()) vars.emplace_back("TMPDIR", scratch.path);
     const std::vector<std::string> env = environment_with(vars);
     std::vector<char*> envp;
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
@@ -272,6 +294,7 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
   }
   if (forwarded != 0) {
     // End as the signal would have ended this process, now that no child is left.
+    scratch.remove();
     ::signal(forwarded, SIG_DFL);
     ::raise(forwarded);
   }

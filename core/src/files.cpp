@@ -309,6 +309,12 @@ std::string temp_directory() {
   return "/tmp";
 }
 
+std::string make_private_directory(const std::string& parent, const std::string& prefix) {
+  std::string name = parent + "/" + prefix + "-XXXXXX";
+  if (::mkdtemp(name.data()) == nullptr) fail("cannot make a private folder in", parent, errno);
+  return name;
+}
+
 std::string parent_path(const std::string& path) {
   size_t end = path.size();
   while (end > 1 && path[end - 1] == '/') --end;  // trailing slashes

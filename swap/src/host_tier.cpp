@@ -42,11 +42,19 @@ HostTier::~HostTier() {
 
 RecordStore& HostTier::store_locked() {
   if (!store_) {
-    static std::atomic<int> counter{0};
-    const std::string path = c10::str(spill_directory(options_.spill_dir), "/actkit-swap-", ::getpid(), "-",
-                                      counter.fetch_add(1), ".akr");
-    store_ = std::make_unique<RecordStore>(path, std::shared_ptr<IoEngine>(make_io_engine(options_.engine)));
-    ::unlink(path.c_str());  // the open descriptor keeps it; nothing is left behind
+    // In a folder of its own (a shared /tmp: no name another user could
+    // have planted), both gone from the disk's namespace once open: the
+    // open descriptor keeps the file, nothing is left behind.
+    const std::string dir = files::make_private_directory(spill_directory(options_.spill_dir), "actkit-swap");
+    const std::string path = dir + "/spill.akr";
+    try {
+      store_ = std::make_unique<RecordStore>(path, std::shared_ptr<IoEngine>(make_io_engine(options_.engine)));
+    } catch (...) {
+      files::remove_all(dir);
+      throw;
+    }
+    ::unlink(path.c_str());
+    ::rmdir(dir.c_str());
     stats_.engine = store_->engine().name();
   }
   return *store_;

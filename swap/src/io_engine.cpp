@@ -55,7 +55,8 @@ std::unique_ptr<IoEngine> make_io_engine(IoEngineOptions options) {
 }
 
 IoFile IoFile::open(const std::string& path, bool create, bool try_direct) {
-  const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+  // Never through a link planted where the file should be.
+  const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0);
   IoFile f;
   f.path_ = path;
   if (try_direct) {

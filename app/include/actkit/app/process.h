@@ -50,10 +50,15 @@ struct ProcessSpec {
 // SIGINT, SIGTERM or SIGHUP to this process is passed on to every child
 // still running; they get a few seconds to end, are then killed, and this
 // process ends by the signal it was sent. Each child finds this process's
-// id in ACTKIT_PARENT_PID (see end_with_parent).
+// id in ACTKIT_PARENT_PID (see end_with_parent). With `private_tmpdir`,
+// the children share a new folder only this user can read as their TMPDIR
+// (files::make_private_directory), removed with everything in it once they
+// have all ended, however they ended: a killed rank's temporary files do
+// not outlive the group.
 // Throws InvalidInput for an empty list, an empty argv or kCapture;
 // IoError if one cannot be started (those already started are killed).
-std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, std::chrono::milliseconds grace);
+std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, std::chrono::milliseconds grace,
+                                         bool private_tmpdir = false);
 
 // For a program run_processes may have started (call it first thing): when
 // ACTKIT_PARENT_PID names this process's parent, the kernel ends this

@@ -98,6 +98,11 @@ void copy_file(const std::string& from, const std::string& to);
 // The first of $TMPDIR, $TMP, $TEMP, $TEMPDIR that is set and non-empty,
 // else /tmp.
 std::string temp_directory();
+// A new folder in `parent` named `prefix` and six random characters, made
+// by this call alone (mkdtemp: never one that existed, never through a
+// planted link) and readable by this user only. Returns its path; throws
+// IoError naming `parent` when it cannot be made.
+std::string make_private_directory(const std::string& parent, const std::string& prefix);
 // `path` without its last component, trailing slashes ignored ("a/b" -> "a",
 // "a/b/" -> "a", "/a" -> "/", "a" -> "").
 std::string parent_path(const std::string& path);
