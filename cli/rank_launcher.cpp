@@ -53,7 +53,9 @@ std::chrono::seconds failure_grace(const RankLaunch& l) { return std::chrono::se
 }  // namespace
 
 void add_rank_flags(CLI::App* command, RankFlags* flags) {
-  command->add_option("--port", flags->port, "Port of the rendezvous (default: a free one)")
+  command->add_option("--port", flags->port,
+                      "Port of the rendezvous store of a --link kernel run (default 29500; ranks the launcher starts "
+                      "on this machine meet through a private file, not a port)")
       ->check(CLI::Range(0, 65535));
   command->add_option("--timeout", flags->timeout_s,
                       "Seconds any rank waits for another before failing (default: ACTKIT_COMM_TIMEOUT, else 300)")
@@ -116,6 +118,8 @@ void launch_local(const RankLaunch& l) {
                       {"WORLD_SIZE", std::to_string(l.ranks)},
                       {"MASTER_ADDR", "127.0.0.1"},
                       {"MASTER_PORT", std::to_string(port)},
+                      // No socket for the rendezvous: a file in the private TMPDIR.
+                      {"ACTKIT_LOCAL_STORE", "1"},
                       {"OMP_NUM_THREADS", threads}}});
   }
   check_results(l, app::run_processes(ranks, failure_grace(l), /*private_tmpdir=*/true));

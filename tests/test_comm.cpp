@@ -2,6 +2,9 @@
 // c10d's TCPStore and Gloo; and the link arithmetic on its own.
 #include <gtest/gtest.h>
 #include <torch/version.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -69,6 +72,35 @@ TEST(Comm, TheStoreOfALocalRunListensOnLoopbackOnly) {
 #else
   GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " binds the store to every interface";
 #endif
+}
+
+// Ranks the launcher starts (ACTKIT_LOCAL_STORE=1, a private TMPDIR) meet
+// through a file, under LibTorch 1.13 too: no rendezvous socket at all. A
+// port held by another program shows it: a TCP store could not start there.
+TEST(Comm, LaunchedRanksMeetThroughAFileNotASocket) {
+  const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(held, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(held, reinterpret_cast<sockaddr*>(&a), len), 0);
+  ASSERT_EQ(::listen(held, 1), 0);
+  ASSERT_EQ(::getsockname(held, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  std::vector<app::ProcessSpec> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back({{ACTKIT_COMM_PEER, "exchange"},
+                     {{"RANK", std::to_string(r)},
+                      {"WORLD_SIZE", "3"},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", port},
+                      {"ACTKIT_LOCAL_STORE", "1"},
+                      {"ACTKIT_COMM_TIMEOUT", "20"}}});
+  }
+  const auto results = app::run_processes(ranks, std::chrono::seconds(25), /*private_tmpdir=*/true);
+  ::close(held);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(results[size_t(r)].exit_status, 0) << "rank " << r;
 }
 
 TEST(Comm, MessagesOfEverySizeCrossARingAndComeBack) {

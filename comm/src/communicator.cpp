@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -386,17 +387,23 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
   Impl& s = *impl_;
   s.config = config;
   try {
-    c10d::TCPStoreOptions options;
-    options.port = uint16_t(config.master_port);
-    options.isServer = config.rank == 0;
+    c10::intrusive_ptr<c10d::Store> root;
+    if (!config.store_file.empty()) {
+      root = c10::make_intrusive<c10d::FileStore>(config.store_file, config.world_size);
+      root->setTimeout(config.timeout);
+    } else {
+      c10d::TCPStoreOptions options;
+      options.port = uint16_t(config.master_port);
+      options.isServer = config.rank == 0;
 #if defined(ACTKIT_STORE_LISTEN_FD)
-    if (options.isServer) options.masterListenFd = listen_socket(config.master_addr, config.master_port, 0);
+      if (options.isServer) options.masterListenFd = listen_socket(config.master_addr, config.master_port, 0);
 #endif
-    options.numWorkers = size_t(config.world_size);
-    options.waitWorkers = true;
-    options.timeout = config.timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
-    s.store = c10::make_intrusive<c10d::PrefixStore>("actkit", tcp);
+      options.numWorkers = size_t(config.world_size);
+      options.waitWorkers = true;
+      options.timeout = config.timeout;
+      root = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
+    }
+    s.store = c10::make_intrusive<c10d::PrefixStore>("actkit", root);
     s.form_groups(s.store, config.rank, config.world_size, config);
   } catch (const InvalidInput&) {
     throw;  // a backend this build or machine lacks: nothing to wait for

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 namespace actkit {
 namespace {
@@ -87,6 +88,9 @@ GroupConfig GroupConfig::from_env() {
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') c.master_addr = addr;
   c.master_port = int(env_int("MASTER_PORT", 29500, false));
   c.timeout = comm_timeout_from_env();
+  if (const char* local = std::getenv("ACTKIT_LOCAL_STORE"); local != nullptr && std::string(local) == "1") {
+    c.store_file = files::temp_directory() + "/actkit-store";
+  }
   if (const char* b = std::getenv("ACTKIT_COMM_BACKEND"); b != nullptr && *b != '\0') c.backend = parse_comm_backend(b);
   c.validate();
   return c;

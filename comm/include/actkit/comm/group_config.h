@@ -38,13 +38,20 @@ struct GroupConfig {
   // dead machine does not hold the others for long.
   std::chrono::milliseconds timeout{300000};
   CommBackend backend = CommBackend::kGloo;
+  // When set, the ranks (all on this machine) meet through a file store at
+  // this path instead of a TCP store on master_addr:master_port: no
+  // listening socket for the rendezvous at all. The launcher sets it inside
+  // its private TMPDIR.
+  std::string store_file;
 
   // Throws InvalidInput naming the field that is out of range.
   void validate() const;
 
   // Reads RANK, WORLD_SIZE, MASTER_ADDR (default 127.0.0.1), MASTER_PORT
   // (default 29500), ACTKIT_COMM_TIMEOUT (seconds, default 300) and
-  // ACTKIT_COMM_BACKEND (gloo or nccl, default gloo). Throws InvalidInput
+  // ACTKIT_COMM_BACKEND (gloo or nccl, default gloo); with
+  // ACTKIT_LOCAL_STORE=1, store_file is $TMPDIR/actkit-store (the
+  // launcher's private folder: files::temp_directory). Throws InvalidInput
   // if RANK or WORLD_SIZE is missing or any of them is malformed.
   static GroupConfig from_env();
   // Whether RANK and WORLD_SIZE are both set (the process was launched as
