@@ -57,7 +57,7 @@ void add_bench_allreduce_command(CLI::App& bench) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   c->add_option("--iterations", a->config.iterations, "Timed calls of each, after one untimed")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str();
   add_json_option(c, &a->json_path);
   set_rank_callback(

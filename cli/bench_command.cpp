@@ -216,10 +216,10 @@ void add_bench_commands(CLI::App& app) {
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
   codec->add_option("--threads", args->threads, "Threads for codecs and memcpy (0 = all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
   codec->add_option("--min-time", args->min_seconds, "Seconds per measurement")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str();
   codec->callback([args] { run_codec(*args); });
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,25 @@
 #include "actkit/models/zoo.h"
 
 namespace actkit::cli {
+
+// A finite number above `low` (or at least `low`): a refusal reads
+// "--steps: -5: must be a finite number >= 0" (CLI11's own range checks
+// print the largest double as their upper end).
+inline CLI::Validator finite_number_from(double low, bool low_allowed) {
+  const std::string rule = fmt::format("must be a finite number {} {:g}", low_allowed ? ">=" : ">", low);
+  return CLI::Validator(
+      [low, low_allowed, rule](std::string& text) -> std::string {
+        double v = 0;
+        std::istringstream in(text);
+        in >> v;
+        const bool number = !in.fail() && (in >> std::ws).eof();
+        if (number && std::isfinite(v) && (v > low || (low_allowed && v == low))) return "";
+        return text + ": " + rule;
+      },
+      low_allowed ? "NUMBER>=" + fmt::format("{:g}", low) : "NUMBER>" + fmt::format("{:g}", low), "finite number");
+}
+inline const CLI::Validator kPositiveNumber = finite_number_from(0, false);
+inline const CLI::Validator kNonNegativeNumber = finite_number_from(0, true);
 
 // "a,b,,c" -> {"a", "b", "c"}.
 inline std::vector<std::string> split(const std::string& s, char sep) {

@@ -40,7 +40,9 @@ void finish_config(DpFlags& f) {
   r.egress = {parse_bandwidth(f.bandwidth), parse_latency(f.latency)};
   r.group.backend = f.rank.backend;
   r.validate();
-  if (!f.json_path.empty()) files::check_writable_file(f.json_path);  // before the run spends its time
+  // Before the run spends its time (and before any rank starts).
+  if (!f.json_path.empty()) files::check_writable_file(f.json_path);
+  if (!r.save.empty()) files::check_writable_folder(r.save);
 }
 
 void print_results(const DpFlags& f, const app::DpRunResult& r) {
@@ -104,7 +106,7 @@ void add_dp_command(CLI::App& app) {
   app::DpRunConfig& r = f->run;
   auto* p = app.add_subcommand("dp", "Data-parallel training with Adam / LAMB, in fp32, fp16 or 1-bit after a warm-up");
   p->add_option("--model", r.model, "Zoo model")->capture_default_str();
-  p->add_option("--workers", f->workers, "Data-parallel workers (one process each)")->check(CLI::PositiveNumber)
+  p->add_option("--workers", f->workers, "Data-parallel workers (one process each)")->check(kPositiveNumber)
       ->capture_default_str();
   p->add_option("--optimizer", f->optimizer, "adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
       ->capture_default_str();
@@ -120,18 +122,18 @@ void add_dp_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--data-path", r.data.path, "Directory (or text file) of the data (default: the package's)");
   p->add_option("--train-limit", r.data.train_limit, "Keep the first N training examples (0 = all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
-  p->add_option("--epochs", r.epochs, "Epochs over the training examples")->check(CLI::PositiveNumber)
+  p->add_option("--epochs", r.epochs, "Epochs over the training examples")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--steps", r.steps, "Training steps (instead of --epochs)")->check(CLI::NonNegativeNumber);
-  p->add_option("--batch", r.batch, "Examples per worker and step")->check(CLI::PositiveNumber)->capture_default_str();
-  p->add_option("--seq-len", r.shape.seq_len, "gpt2: tokens per example")->check(CLI::PositiveNumber)
+  p->add_option("--steps", r.steps, "Training steps (instead of --epochs)")->check(kNonNegativeNumber);
+  p->add_option("--batch", r.batch, "Examples per worker and step")->check(kPositiveNumber)->capture_default_str();
+  p->add_option("--seq-len", r.shape.seq_len, "gpt2: tokens per example")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--layers", r.shape.layers, "gpt2: transformer blocks")->check(CLI::PositiveNumber)
+  p->add_option("--layers", r.shape.layers, "gpt2: transformer blocks")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--hidden", r.shape.hidden, "gpt2: hidden size")->check(CLI::PositiveNumber)->capture_default_str();
-  p->add_option("--heads", r.shape.heads, "gpt2: attention heads")->check(CLI::PositiveNumber)->capture_default_str();
+  p->add_option("--hidden", r.shape.hidden, "gpt2: hidden size")->check(kPositiveNumber)->capture_default_str();
+  p->add_option("--heads", r.shape.heads, "gpt2: attention heads")->check(kPositiveNumber)->capture_default_str();
   p->add_option("--seed", r.seed, "Seed for weights and data order")->capture_default_str();
   p->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
   p->add_option("--lr-schedule", f->lr_schedule, "cosine (decay over the run) or constant")->capture_default_str();

@@ -209,14 +209,14 @@ void add_maxbatch_command(CLI::App& app) {
   auto a = std::make_shared<MaxBatchArgs>();
   CLI::App* cmd = app.add_subcommand("maxbatch", "Largest batch that trains within a memory budget, per level");
   cmd->add_option("--model", a->model, "Zoo model")->capture_default_str();
-  cmd->add_option("--image-size", a->image_size, "Image size (image models; default 64)")->check(CLI::PositiveNumber);
-  cmd->add_option("--seq-len", a->seq_len, "Sequence length (gpt2/bert; default 256)")->check(CLI::PositiveNumber);
+  cmd->add_option("--image-size", a->image_size, "Image size (image models; default 64)")->check(kPositiveNumber);
+  cmd->add_option("--seq-len", a->seq_len, "Sequence length (gpt2/bert; default 256)")->check(kPositiveNumber);
   cmd->add_option("--budget", a->budget, "Simulated device memory on the CPU, e.g. 1GiB, 512M");
   cmd->add_option("--device", a->device, "cpu (with --budget) or cuda[:N]")->capture_default_str();
   cmd->add_option("--levels", a->levels, "Comma-separated levels (overrides allowed: L3:bits=1.5)")->capture_default_str();
   add_json_option(cmd, &a->json_path);
   cmd->add_option("--plot", a->plot_path, "Write batch size vs throughput to FILE.svg (or .png)");
-  cmd->add_option("--limit", a->limit, "Largest batch to try")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--limit", a->limit, "Largest batch to try")->check(kPositiveNumber)->capture_default_str();
   cmd->add_option("--steps", a->steps, "Training steps per probe (the last is timed; from the second on, the optimizer's momentum is held)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();

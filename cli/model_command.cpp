@@ -108,21 +108,21 @@ void add_model_commands(CLI::App& app) {
   auto m = std::make_shared<MemoryArgs>();
   CLI::App* memory = app.add_subcommand("memory", "Activation and peak memory of one training step per level");
   memory->add_option("--model", m->model, "Zoo model")->capture_default_str();
-  memory->add_option("--batch", m->batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  memory->add_option("--batch", m->batch, "Batch size")->check(kPositiveNumber)->capture_default_str();
   memory->add_option("--image-size", m->image_size, "Image size for CNN/ViT models (default 224)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveNumber);
   memory->add_option("--seq-len", m->seq_len, "Sequence length for GPT-2/BERT (default 256)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveNumber);
   memory->add_option("--levels", m->levels, "Comma-separated levels, e.g. L0,L3 or L3:bits=1.5")
       ->capture_default_str();
   memory->add_option("--steps", m->steps, "Timed steps per level after a warm-up")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str();
   memory->add_option("--seed", m->seed, "Seed for weights, inputs and rounding")->capture_default_str();
   memory->add_option("--device", m->device, "cpu or cuda[:N]")->capture_default_str();
   add_json_option(memory, &m->json_path);
   memory->add_option("--nodes", m->nodes, "Profile backward node by node; print the N nodes with the highest peaks")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   memory->callback([m] { run_memory(*m); });
 
   auto model = std::make_shared<std::string>("resnet50");

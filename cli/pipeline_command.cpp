@@ -84,7 +84,9 @@ void finish_config(PipelineFlags& f) {
   }
   r.group.backend = f.rank.backend;
   r.validate();
-  if (!f.json_path.empty()) files::check_writable_file(f.json_path);  // before the run spends its time
+  // Before the run spends its time (and before any rank starts).
+  if (!f.json_path.empty()) files::check_writable_file(f.json_path);
+  if (!r.save.empty()) files::check_writable_folder(r.save);
 }
 
 void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
@@ -184,18 +186,18 @@ void add_pipeline_command(CLI::App& app) {
   pipeline::PipelineConfig& c = r.pipeline;
   auto* p = app.add_subcommand("pipeline", "Pipeline-parallel training with compressed stage boundaries");
   p->add_option("--model", c.model, "Zoo language model")->capture_default_str();
-  p->add_option("--layers", f->shape.layers, "Transformer blocks")->check(CLI::PositiveNumber)->capture_default_str();
-  p->add_option("--hidden", f->shape.hidden, "Hidden size")->check(CLI::PositiveNumber)->capture_default_str();
-  p->add_option("--heads", f->shape.heads, "Attention heads")->check(CLI::PositiveNumber)->capture_default_str();
+  p->add_option("--layers", f->shape.layers, "Transformer blocks")->check(kPositiveNumber)->capture_default_str();
+  p->add_option("--hidden", f->shape.hidden, "Hidden size")->check(kPositiveNumber)->capture_default_str();
+  p->add_option("--heads", f->shape.heads, "Attention heads")->check(kPositiveNumber)->capture_default_str();
   p->add_option("--vocab", f->vocab, "Vocabulary (256: bytes)")->check(CLI::Range(2, 1 << 24))->capture_default_str();
   p->add_option("--dropout", f->shape.dropout, "Dropout")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  p->add_option("--seq-len", f->shape.seq_len, "Tokens per example")->check(CLI::PositiveNumber)
+  p->add_option("--seq-len", f->shape.seq_len, "Tokens per example")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--stages", c.stages, "Pipeline stages (one process each)")->check(CLI::PositiveNumber)
+  p->add_option("--stages", c.stages, "Pipeline stages (one process each)")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--micro-batches", c.micro_batches, "Micro-batches per step")->check(CLI::PositiveNumber)
+  p->add_option("--micro-batches", c.micro_batches, "Micro-batches per step")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--micro-batch-size", c.micro_batch_size, "Examples per micro-batch")->check(CLI::PositiveNumber)
+  p->add_option("--micro-batch-size", c.micro_batch_size, "Examples per micro-batch")->check(kPositiveNumber)
       ->capture_default_str();
   p->add_option("--schedule", f->schedule, "gpipe or 1f1b")->capture_default_str();
   p->add_option("--in-flight", c.in_flight,
@@ -212,7 +214,7 @@ void add_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--buffer-format", f->buffer_format, "aqsgd: m(ξ) as fp16, fp32, q8 or q4")->capture_default_str();
   p->add_option("--prefetch-depth", c.buffers.prefetch_depth, "aqsgd: micro-batches of m(ξ) read ahead")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
   p->add_flag("--check-buffers", c.buffers.check,
               "aqsgd: compare a checksum of both sides' m(ξ) after every micro-batch (fails on a difference)");
@@ -230,19 +232,19 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--data", f->data, "fortunes or synthetic")->capture_default_str();
   p->add_option("--data-path", r.data.path, "Text file or directory for --data fortunes (default: the package's)");
   p->add_option("--train-limit", r.data.train_limit, "Keep the first N training examples (0 = all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
   p->add_option("--validation-batches", r.validation_batches, "Micro-batches of validation at the end")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--steps", r.steps, "Training steps")->check(CLI::NonNegativeNumber);
+  p->add_option("--steps", r.steps, "Training steps")->check(kNonNegativeNumber);
   p->add_option("--epochs", r.epochs, "Epochs over the training examples (instead of --steps)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   p->add_option("--optimizer", f->optimizer,
                 "adamw or sgd; with --dp: adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
       ->capture_default_str();
   p->add_option("--dp", c.replicas, "Data-parallel replicas of the whole pipeline (stages × N processes)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str();
   p->add_option("--dp-warmup-steps", r.replica_warmup_steps, "--dp with a 1-bit optimizer: steps of the warm-up");
   p->add_option("--dp-warmup-fraction", r.replica_warmup_fraction,
@@ -254,7 +256,7 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--init", r.init, "Checkpoint to start from (a file, or a directory --save wrote)");
   p->add_option("--save", r.save, "Directory for each stage's checkpoint at the end (parameters, optimizer, buffers)");
   p->add_option("--save-every", r.save_every, "Also checkpoint to --save every N steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   p->add_option("--resume", f->resume, "Continue the run a --save directory holds (same stages and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);

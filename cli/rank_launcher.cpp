@@ -59,7 +59,7 @@ void add_rank_flags(CLI::App* command, RankFlags* flags) {
       ->check(CLI::Range(0, 65535));
   command->add_option("--timeout", flags->timeout_s,
                       "Seconds any rank waits for another before failing (default: ACTKIT_COMM_TIMEOUT, else 300)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   CommBackend* backend = &flags->backend;
   command
       ->add_option_function<std::string>(

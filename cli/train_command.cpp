@@ -116,25 +116,25 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"fashion-mnist", "synthetic", "fortunes"}));
   train->add_option("--data-dir", c.data_dir,
                     "Fashion-MNIST IDX directory, or the text file/directory (default: the Debian package's)");
-  train->add_option("--layers", c.shape.layers, "gpt2: transformer blocks")->check(CLI::PositiveNumber)
+  train->add_option("--layers", c.shape.layers, "gpt2: transformer blocks")->check(kPositiveNumber)
       ->capture_default_str();
-  train->add_option("--hidden", c.shape.hidden, "gpt2: hidden size")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--heads", c.shape.heads, "gpt2: attention heads")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--seq-len", c.shape.seq_len, "gpt2: tokens (bytes) per example")->check(CLI::PositiveNumber)
+  train->add_option("--hidden", c.shape.hidden, "gpt2: hidden size")->check(kPositiveNumber)->capture_default_str();
+  train->add_option("--heads", c.shape.heads, "gpt2: attention heads")->check(kPositiveNumber)->capture_default_str();
+  train->add_option("--seq-len", c.shape.seq_len, "gpt2: tokens (bytes) per example")->check(kPositiveNumber)
       ->capture_default_str();
   train->add_option("--dropout", c.shape.dropout, "gpt2: dropout")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   train->add_option("--save", c.save, "Write the trained weights to this file (torch.save state dict)");
   train->add_option("--resume", c.resume, "Start from the weights in this file (a state dict)");
   train->add_option("--level", a->level, "Level, e.g. L0, L3 or L3:bits=1.5")->capture_default_str();
-  train->add_option("--epochs", c.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--batch", c.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--epochs", c.epochs, "Epochs")->check(kPositiveNumber)->capture_default_str();
+  train->add_option("--batch", c.batch, "Batch size")->check(kPositiveNumber)->capture_default_str();
   train->add_option("--seed", c.seed, "Seed for weights, order and rounding")->capture_default_str();
   train->add_option("--train-limit", c.train_limit, "Use the first N training examples (0 = all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
   train->add_option("--device", c.device, "cpu or cuda[:N]")->capture_default_str();
   train->add_option("--lr", c.lr, "Initial learning rate, cosine decay (SGD momentum 0.9; gpt2: AdamW, default 1e-3)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str()
       ->each([a](const std::string&) { a->lr_given = true; });
   add_json_option(train, &a->json_path);

@@ -123,6 +123,14 @@ TEST(Files, OutputPathsAreCheckedBeforeARun) {
   EXPECT_THROW(files::check_writable_file(dir.path()), IoError);                  // a folder
   EXPECT_THROW(files::check_writable_file(dir.file("no/such/out.json")), IoError);  // a missing folder
   EXPECT_THROW(files::check_writable_file("/proc/actkit-out.json"), IoError);
+  // Checkpoint folders: made if missing, refused where no file can go.
+  EXPECT_NO_THROW(files::check_writable_folder(dir.file("ckpt/a")));
+  EXPECT_TRUE(files::is_directory(dir.file("ckpt/a")));
+  EXPECT_TRUE(files::list_directory(dir.file("ckpt/a")).empty()) << "the probe is gone";
+  put_text(dir.file("plain"), "x");
+  EXPECT_THROW(files::check_writable_folder(dir.file("plain")), IoError);  // a file where a folder goes
+  EXPECT_THROW(files::check_writable_folder("/proc"), IoError);
+  EXPECT_THROW(files::check_writable_folder("/proc/actkit-ckpt"), IoError);
 }
 
 // One run per folder: a second claim is refused naming the holder, and the

@@ -188,6 +188,21 @@ void check_writable_file(const std::string& path) {
   ::unlink(probe.c_str());
 }
 
+void check_writable_folder(const std::string& dir) {
+  if (dir.empty()) throw IoError("an empty output folder", EINVAL);
+  if (exists(dir) && !is_directory(dir)) fail("cannot save to", dir, ENOTDIR);
+  try {
+    create_directories(dir);
+  } catch (const IoError& e) {
+    fail("cannot save to", dir, e.error_number());
+  }
+  const std::string probe = c10::str(dir, "/.actkit-probe.", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) fail("cannot save to", dir, errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 FolderLock::FolderLock(const std::string& dir) {
   create_directories(dir);
   const std::string file = dir + "/.actkit-lock";

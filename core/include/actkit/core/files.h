@@ -67,6 +67,10 @@ void commit_file(const std::string& temporary, const std::string& path);
 // is not a folder. For output
 // paths, checked before a run spends its time.
 void check_writable_file(const std::string& path);
+// The same for a folder of outputs (a checkpoint folder): made if missing,
+// with its parents, and a file made and removed in it. Throws IoError
+// naming `dir`.
+void check_writable_folder(const std::string& dir);
 
 // An exclusive claim on folder `dir` (created if missing) for as long as
 // the object lives: a lock (flock) on dir/.actkit-lock, which records the
