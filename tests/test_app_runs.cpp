@@ -11,6 +11,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/dp_run.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/comm/comm_error.h"
@@ -176,9 +177,12 @@ TEST(PipelineRun, ResumesBitForBit) {
   EXPECT_EQ(resumed.losses[0], straight.losses[2]);
   EXPECT_EQ(resumed.losses[1], straight.losses[3]);
   EXPECT_EQ(resumed.val_loss, straight.val_loss);
+  // The save went to its step's folder and was committed; the older
+  // folders are gone.
+  EXPECT_EQ(app::committed_folder(first.save), first.save + "/step-2");
   // One flipped byte in either file of the checkpoint is refused, naming it.
   for (const std::string name : {"optimizer-stage0of1.pt", "stage0of1.pt"}) {
-    const std::string file = first.save + "/" + name;
+    const std::string file = first.save + "/step-2/" + name;
     std::string bytes;
     {
       std::ifstream in(file, std::ios::binary);
@@ -358,4 +362,26 @@ TEST(SharedEvaluation, DpEqualsTheSavedModelEvaluatedInOneProcess) {
   EXPECT_EQ(shared, alone);
   files::remove_all(out);
   files::remove_all(out + ".ckpt");
+}
+
+// A checkpoint folder is read at its commit: a save that never finished
+// (a step folder without DIR/latest pointing at it) is not seen, and a
+// damaged pointer is a FormatError naming it.
+TEST(CheckpointFolder, ReadersSeeOnlyTheLastCommit) {
+  const std::string dir = fresh_dir("commit");
+  files::create_directories(app::step_folder(dir, 4));
+  EXPECT_EQ(app::committed_folder(dir), dir) << "nothing committed: the folder as it is";
+  app::commit_checkpoint(dir, 4);
+  EXPECT_EQ(app::committed_folder(dir), dir + "/step-4");
+  files::create_directories(app::step_folder(dir, 8));  // a save killed before its commit
+  EXPECT_EQ(app::committed_folder(dir), dir + "/step-4");
+  app::commit_checkpoint(dir, 8);
+  EXPECT_EQ(app::committed_folder(dir), dir + "/step-8");
+  EXPECT_FALSE(files::exists(dir + "/step-4")) << "older steps go once the newer is committed";
+  for (const std::string bad : {std::string("step-9\n"), std::string("../etc\n"), std::string(100, 'x')}) {
+    std::ofstream(dir + "/latest", std::ios::trunc) << bad;
+    EXPECT_THROW(app::committed_folder(dir), FormatError) << bad;
+  }
+  EXPECT_THROW(app::step_folder(dir, -1), InvalidInput);
+  files::remove_all(dir);
 }

@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/level_switches.h"
 #include "actkit/app/train_step.h"
 #include "actkit/comm/communicator.h"
@@ -102,7 +103,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
 
   at::manual_seed(int64_t(config.seed));  // the same initial weights on every rank
   auto model = make_model(config.model, training_model_options(config.model, config.shape));
-  if (!config.resume.empty()) load_state_dict(*model, config.resume + "/model.pt");
+  // The last checkpoint every rank finished (DIR/latest), never a half save.
+  const std::string resume_from = config.resume.empty() ? "" : committed_folder(config.resume);
+  if (!config.resume.empty()) load_state_dict(*model, resume_from + "/model.pt");
   const ConvertResult converted = convert(*model, config.level, config.seed);
   model->train();
 
@@ -127,9 +130,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   r.text = d.text;
   r.start = {world, data->epoch_size(), 0, total, warmup, true, ""};
   if (!config.resume.empty()) {
-    const std::string file = optimizer_file(config.resume, rank, world);
+    const std::string file = optimizer_file(resume_from, rank, world);
     if (!files::exists(file)) {
-      throw InvalidInput(c10::str("dp: ", config.resume, " holds no optimizer state for rank ", rank, " of ", world,
+      throw InvalidInput(c10::str("dp: ", resume_from, " holds no optimizer state for rank ", rank, " of ", world,
                                   " (", file, "): was it saved by another number of workers?"));
     }
     std::optional<std::vector<uint8_t>> controller;
@@ -141,6 +144,11 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
       controller = read_controller_state(archive);
     } catch (const c10::Error& e) {
       throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what_without_backtrace()));
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      // LibTorch's errors for a well-formed archive of another thing are not all c10::Errors.
+      throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what()));
     }
     if (controller) restore_controller_state(*converted.controller, *controller, c10::str("dp: resume: ", file));
     r.start.controller_state_restored = controller.has_value();
@@ -150,6 +158,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
       throw InvalidInput(c10::str("dp: the checkpoint is of step ", r.start.first_step, " of ", total));
     }
   }
+  // Every rank goes on from the same step (they read one commit; this
+  // catches a machine whose copy of the folder is another).
+  if (!config.resume.empty()) comm.handshake({{"resumed at step", std::to_string(r.start.first_step)}});
   if (leader && callbacks.on_start) callbacks.on_start(r.start);
 
   double warmup_s = 0, compressed_s = 0;
@@ -185,17 +196,25 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   // The checkpoint first: nothing that fails after training loses it.
   if (!config.save.empty()) {
     in_phase(c10::str(after, ": saving to ", config.save), [&] {
-      files::create_directories(config.save);
+      const std::string folder = step_folder(config.save, total);
+      files::create_directories(folder);
       // The optimizer's state and the level's (rounding counters, bit
       // budgets, gradient averages: each rank's own), serialized in memory and
       // written whole (a full disk names the file and leaves the old one).
-      const std::string file = optimizer_file(config.save, rank, world);
+      const std::string file = optimizer_file(folder, rank, world);
       torch::serialize::OutputArchive archive;
       opt->save(archive);
       write_controller_state(archive, *converted.controller);
       const std::string bytes = archive_bytes(archive);
       files::write_file_atomic(file, bytes.data(), bytes.size());
-      if (leader) save_state_dict(*model, config.save + "/model.pt");
+      if (leader) save_state_dict(*model, folder + "/model.pt");
+      // Every rank's part is written: then, and only then, the commit.
+      at::Tensor written = at::ones({1});
+      comm.all_reduce_sum(written, "the checkpoint");
+      if (leader) {
+        commit_checkpoint(config.save, total);
+        save_state_dict(*model, config.save + "/model.pt");  // a copy where users look for the model
+      }
     });
   }
   const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 
+#include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/pipeline_batches.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/core/errors.h"
@@ -151,7 +152,18 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   // One run per --save folder: a second would interleave its files with ours.
   std::unique_ptr<files::FolderLock> save_lock;
   if (world.rank() == 0 && !config.save.empty()) save_lock = std::make_unique<files::FolderLock>(config.save);
-  pipeline::StageRunner runner(comm, c, source, config.init, config.resume, replication);
+  // A checkpoint folder is read at its last commit (DIR/latest); a state-dict file as it is.
+  const std::string init =
+      !config.init.empty() && files::is_directory(config.init) ? committed_folder(config.init) : config.init;
+  pipeline::StageRunner runner(comm, c, source, init, config.resume, replication);
+  // Every stage of every replica writes its part into the step's folder;
+  // once all have, rank 0 commits it (checkpoint_folder.h).
+  auto save_checkpoint = [&](int64_t step) {
+    runner.save(step_folder(config.save, step), step);
+    at::Tensor written = at::ones({1});
+    world.all_reduce_sum(written, c10::str("the checkpoint of step ", step));
+    if (world.rank() == 0) commit_checkpoint(config.save, step);
+  };
   if (runner.start_step() >= steps) {
     throw InvalidInput(c10::str("pipeline: the checkpoint is of step ", runner.start_step(), ", the run has ", steps,
                                 " steps: nothing to do"));
@@ -169,7 +181,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   for (int64_t step = r.start.first_step; step < steps; ++step) {
     const pipeline::StepReport s = runner.train_step(step, c.lr);
     if (config.save_every > 0 && (step + 1) % config.save_every == 0 && step + 1 < steps) {
-      runner.save(config.save, step + 1);
+      save_checkpoint(step + 1);
     }
     if (step > r.start.first_step || steps == r.start.first_step + 1) {  // the first step pays for warm-up
       timed_s += s.seconds;
@@ -184,7 +196,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   // The checkpoint first: nothing that fails after training loses it (the
   // validation changes nothing a checkpoint holds).
   if (!config.save.empty()) {
-    in_phase(c10::str(after, ": saving to ", config.save), [&] { runner.save(config.save, steps); });
+    in_phase(c10::str(after, ": saving to ", config.save), [&] { save_checkpoint(steps); });
   }
   const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
   r.val_loss = in_phase(after + ": the validation" + saved, [&] {

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
-#include <set>
+#include <vector>
 
 #include <zlib.h>
 
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
+#include "code_check.h"
+#include "pickle_check.h"
 
 namespace actkit {
 namespace {
@@ -46,8 +48,10 @@ class Reader {
 // The CRC-32 of a deflated record's `size` bytes at `data`, inflated to
 // exactly `usize` bytes (what the directory says; a stream that inflates to
 // more or less is damaged). Inflates in pieces, so a record cannot make it
-// allocate more than a piece.
-uint32_t inflated_crc(const char* data, uint64_t size, uint64_t usize, const Reader& r, const std::string& name) {
+// allocate more than a piece, unless `bytes` is given: then the record's bytes
+// are appended to `bytes` (a pickle or code, which is checked whole).
+uint32_t inflated_crc(const char* data, uint64_t size, uint64_t usize, const Reader& r, const std::string& name,
+                      std::string* bytes = nullptr) {
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) r.fail("cannot start zlib");
   std::string piece(1 << 16, '\0');
@@ -67,10 +71,65 @@ uint32_t inflated_crc(const char* data, uint64_t size, uint64_t usize, const Rea
       r.fail(c10::str("record ", name, " is damaged (its deflated bytes do not inflate to ", usize, ")"));
     }
     crc = crc32_zip(piece.data(), size_t(n), crc);
+    if (bytes) bytes->append(piece.data(), size_t(n));
   }
   inflateEnd(&z);
   if (out != usize) r.fail(c10::str("record ", name, " is damaged (it inflates to ", out, " bytes, not ", usize, ")"));
   return crc;
+}
+
+// Whether `name` is <folder>/version or <folder>/.data/version (in any
+// case, as LibTorch's reader finds them): the format version.
+bool is_version_record(const std::string& name, const std::string& folder) {
+  const std::string lower = lowercase_name(name);
+  return lower == lowercase_name(folder + "version") || lower == lowercase_name(folder + ".data/version");
+}
+
+// LibTorch's reader parses the version with std::stoull, so the text must
+// start with a number below 10^18: else std::invalid_argument or
+// std::out_of_range escapes the reader, where callers expect c10::Error.
+void check_version(const std::string& text, const std::string& name) {
+  size_t at = text.find_first_not_of(" \t\n\v\f\r");
+  if (at == std::string::npos || text[at] < '0' || text[at] > '9') {
+    throw FormatError(c10::str("record ", name, " is not a version number"));
+  }
+  while (at < text.size() && text[at] == '0') ++at;
+  size_t digits = 0;
+  while (at + digits < text.size() && text[at + digits] >= '0' && text[at + digits] <= '9') ++digits;
+  if (digits > 18) throw FormatError(c10::str("record ", name, " holds a version number too large"));
+}
+
+// A record a parser reads (a pickle, code, the version), its bytes
+// (inflated when it was deflated).
+struct ParsedRecord {
+  std::string name;
+  std::string bytes;
+};
+
+// The version checked, all code checked (code_check.h) and every pickle
+// walked (pickle_check.h) once every record is known, so that a storage or
+// class a pickle names can be looked up. An archive with <folder>/constants.pkl or code is one
+// LibTorch's TorchScript loader reads (InputArchive): its pickles may name
+// only the globals that loader knows.
+void check_parsed(const std::vector<ParsedRecord>& records, const RecordSizes& sizes, const std::string& folder,
+                  const Reader& r) {
+  try {
+    ModuleCode code;
+    bool torchscript = sizes.count(lowercase_name(folder + "constants.pkl")) != 0;
+    for (const ParsedRecord& p : records) {
+      if (is_version_record(p.name, folder)) check_version(p.bytes, p.name);
+      if (is_code_record(p.name)) {
+        code.add(p.bytes, p.name);
+        torchscript = true;
+      }
+    }
+    code.check_references();
+    for (const ParsedRecord& p : records) {
+      if (is_pickle_record(p.name)) check_pickle(p.bytes, p.name, sizes, torchscript ? &code : nullptr);
+    }
+  } catch (const FormatError& e) {
+    r.fail(e.what());
+  }
 }
 
 }  // namespace
@@ -97,7 +156,9 @@ void check_archive(const std::string& bytes, const std::string& what) {
   }
   r.need(cd_offset, cd_size, "the central directory");
   if (entries > cd_size / kCentralSize) r.fail(c10::str(entries, " records cannot fit a directory of ", cd_size, " bytes"));
-  std::set<std::string> names;
+  RecordSizes sizes;  // by lowercase_name: LibTorch's reader finds a record in any case, so one name is one record
+  std::vector<ParsedRecord> parsed;
+  std::string folder;
   uint64_t at = cd_offset;
   for (uint64_t i = 0; i < entries; ++i) {
     r.need(at, kCentralSize, "a directory entry");
@@ -107,7 +168,12 @@ void check_archive(const std::string& bytes, const std::string& what) {
     const uint64_t name_len = r.le(at + 28, 2), extra_len = r.le(at + 30, 2), comment_len = r.le(at + 32, 2);
     r.need(at + kCentralSize, name_len + extra_len + comment_len, "a directory entry's name");
     const std::string name = bytes.substr(size_t(at + kCentralSize), size_t(name_len));
-    if (!names.insert(name).second) r.fail(c10::str("record ", name, " appears twice"));
+    if (sizes.count(lowercase_name(name))) r.fail(c10::str("record ", name, " appears twice"));
+    // LibTorch's reader finds every record in the first one's folder.
+    if (i == 0) folder = name.substr(0, name.find('/') + 1);
+    if (folder.empty() || name.compare(0, folder.size(), folder) != 0) {
+      r.fail(c10::str("record ", name, " is not in the archive's folder ", folder.empty() ? name : folder));
+    }
     // Sizes and offset that do not fit 32 bits are in the zip64 extra field, in this order.
     for (uint64_t e = at + kCentralSize + name_len, e_end = e + extra_len; e + 4 <= e_end;) {
       const uint64_t id = r.le(e, 2), len = r.le(e + 2, 2);
@@ -131,13 +197,20 @@ void check_archive(const std::string& bytes, const std::string& what) {
     if (r.le(local, 4) != kLocalHeader) r.fail(c10::str("record ", name, ": its header is damaged"));
     const uint64_t data = local + kLocalSize + r.le(local + 26, 2) + r.le(local + 28, 2);
     r.need(data, size, c10::str("record ", name).c_str());
+    std::string* inflated = nullptr;
+    if (is_pickle_record(name) || is_code_record(name) || is_version_record(name, folder)) {
+      parsed.push_back({name, stored ? bytes.substr(size_t(data), size_t(size)) : std::string()});
+      if (deflated) inflated = &parsed.back().bytes;
+    }
     const uint32_t actual = stored ? crc32_zip(bytes.data() + data, size_t(size))
-                                   : inflated_crc(bytes.data() + data, size, usize, r, name);
+                                   : inflated_crc(bytes.data() + data, size, usize, r, name, inflated);
     if (actual != crc) {
       r.fail(c10::str("record ", name, " is damaged (its CRC-32 is ", actual, ", the archive recorded ", crc, ")"));
     }
+    sizes[lowercase_name(name)] = usize;
     at += kCentralSize + name_len + extra_len + comment_len;
   }
+  check_parsed(parsed, sizes, folder, r);
 }
 
 std::string archive_bytes(torch::serialize::OutputArchive& archive) {

@@ -69,7 +69,10 @@ torch::OrderedDict<std::string, at::Tensor> read_state_dict(const std::string& p
                                       "(zip) format"));
   }
   // Read whole and every record's CRC-32 checked, before anything is used.
-  const std::string file = read_checked_archive(path);
+  return state_dict_from_archive(read_checked_archive(path), where);
+}
+
+torch::OrderedDict<std::string, at::Tensor> state_dict_from_archive(const std::string& file, const std::string& where) {
   try {
     std::istringstream stream(file);
     caffe2::serialize::PyTorchStreamReader archive(&stream);

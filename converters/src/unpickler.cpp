@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actkit/core/errors.h"
+#include "pickle_check.h"
 
 namespace actkit {
 namespace {
@@ -20,10 +21,11 @@ namespace {
 
 struct Dict;
 
-// How deeply values may nest. A state dict nests 3 or 4 levels (a dict of
-// tensors rebuilt from tuples); 10^6 nested tuples in a 1.2 KB pickle would
-// otherwise overflow the stack when they are freed.
-constexpr uint32_t kMaxNesting = 64;
+// How deeply values may nest: the bound archive_check's walk applies to every
+// pickle first. A state dict nests 3 or 4 levels (a dict of tensors rebuilt
+// from tuples); 10^6 nested tuples in a 1.2 KB pickle would otherwise
+// overflow the stack when they are freed.
+constexpr uint32_t kMaxNesting = kMaxPickleNesting;
 
 // One value of the pickle machine. Containers and strings are shared, as in
 // Python: the memo and the stack refer to one dict, which SETITEMS fills after

@@ -190,6 +190,12 @@ StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptim
   } catch (const c10::Error& e) {
     throw FormatError(
         c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // LibTorch's own errors for a well-formed archive of another thing
+    // (torch::jit::ObjectAttributeError for a missing key) are not c10::Errors.
+    throw FormatError(c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what()));
   }
   const std::string weights = parameter_file(dir);
   if (!files::exists(weights) || int64_t(file_crc(weights)) != saved_crc) {

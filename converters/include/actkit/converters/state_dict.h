@@ -38,6 +38,11 @@ std::vector<char> state_dict_bytes(const torch::OrderedDict<std::string, at::Ten
 // IoError when it cannot be read.
 torch::OrderedDict<std::string, at::Tensor> read_state_dict(const std::string& path);
 
+// The same over a file's bytes, read whole and checked already
+// (read_checked_archive or check_archive: this does not check the CRCs
+// again); `where` names the file in the FormatError it throws.
+torch::OrderedDict<std::string, at::Tensor> state_dict_from_archive(const std::string& file, const std::string& where);
+
 struct LoadReport {
   std::vector<std::string> missing;     // in the module, not in the file
   std::vector<std::string> unexpected;  // in the file, not in the module

@@ -1,0 +1,31 @@
+// A checkpoint folder that no crash leaves half-written, for the commands
+// whose ranks each write part of a checkpoint (actkit dp, actkit pipeline).
+// A save goes to DIR/step-<N>/; once every rank has written its part, rank
+// 0 points DIR/latest at it (a file written whole, the commit) and removes
+// the older step folders. A reader follows DIR/latest, so it finds the last
+// whole checkpoint: a rank killed mid-save leaves the previous one as it was.
+// The layout is in docs/formats.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace actkit::app {
+
+// DIR/step-<step>. Throws InvalidInput for a negative step.
+std::string step_folder(const std::string& dir, int64_t step);
+
+// Rank 0, after every rank's files of step `step` are in step_folder(dir,
+// step): writes DIR/latest whole, then removes every other step folder.
+// Throws IoError naming the file if the commit cannot be written (the
+// previous commit then stands).
+void commit_checkpoint(const std::string& dir, int64_t step);
+
+// Where DIR's last committed checkpoint is: step_folder(DIR, N) for the N
+// DIR/latest names; DIR itself when it has no DIR/latest (a folder saved
+// before commits existed, or one that never finished a save, which the
+// caller then finds empty). Throws FormatError naming DIR/latest when it
+// is malformed or names a folder that is not there.
+std::string committed_folder(const std::string& dir);
+
+}  // namespace actkit::app
