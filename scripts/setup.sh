@@ -39,6 +39,7 @@ packages=(
 )
 if [ "$torch_kind" = debian ]; then
   packages+=(libtorch-dev libopenblas0-pthread
+             clang libclang-rt-14-dev  # libFuzzer and its sanitizers: scripts/fuzz.sh
              python3-torchvision)  # the oracle tests: the zoo against torchvision (tests/oracle)
 else
   packages+=(python3-venv)

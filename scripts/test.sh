@@ -4,8 +4,10 @@
 # link; its CUDA kernels and NCCL group are compiled and linked, and run
 # here on the CPU). In each: the unit tests, a downstream project against
 # the installed package, and the CLI smoke runs; in the Debian world also
-# the codec, payload, store and layer tests under AddressSanitizer +
-# UndefinedBehaviorSanitizer; across the two, the same activation bytes.
+# the fault-injection suite's short form, the checkpoint loaders fuzzed for
+# a minute, and the codec, payload, store and layer tests under
+# AddressSanitizer + UndefinedBehaviorSanitizer; across the two, the same
+# activation bytes.
 #   ACTKIT_WORLDS   the worlds to run (default: "debian wheel"). A world left
 #                   out is named as skipped at the end, and the run says it
 #                   did not check everything.
@@ -254,7 +256,14 @@ for world in $worlds; do
   fi
 
   step "[$world] unit tests"
-  ctest --test-dir "$b" --output-on-failure -j "$(nproc)" --timeout 600
+  ctest --test-dir "$b" --output-on-failure -j "$(nproc)" --timeout 600 -LE faults
+
+  if [ "$world" = debian ]; then
+    step "[$world] fault injection, short form: killed ranks and launchers, full disks, damaged checkpoints"
+    ctest --test-dir "$b" --output-on-failure -L faults
+    step "[$world] the checkpoint loaders fuzzed (libFuzzer, ASan + UBSan), 60 s"
+    bash scripts/fuzz.sh 60
+  fi
 
   if [ "$world" = debian ]; then
     step "[$world] sanitizers (ASan + UBSan): codecs, untrusted payloads, I/O engine, stores, allocators, layer pieces"

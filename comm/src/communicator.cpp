@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -81,6 +82,35 @@ struct Inbound {
   ChannelStats stats;
   std::thread thread;
 };
+
+// Whether the TCP store at addr:port answers a request within kDiagnosis.
+// The request runs on a detached thread that owns everything it uses (a
+// client's own waits outlast the limit it is given): one stuck on a
+// stopped store is left behind and ends with its socket.
+bool store_answers(const std::string& addr, int port) {
+  auto answered = std::make_shared<std::promise<void>>();
+  std::future<void> done = answered->get_future();
+  std::thread([addr, port, answered] {
+    try {
+      c10d::TCPStoreOptions probe;
+      probe.port = uint16_t(port);
+      probe.isServer = false;
+      probe.waitWorkers = false;
+      probe.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kDiagnosis);
+      c10d::TCPStore(addr, probe).check({"actkit/probe"});
+      answered->set_value();
+    } catch (...) {
+      answered->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (done.wait_for(kDiagnosis) != std::future_status::ready) return false;
+  try {
+    done.get();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 }  // namespace
 
@@ -149,11 +179,14 @@ struct Communicator::Impl {
   // After a failed collective: the rank that entered fewer collectives than
   // this one is the one to blame (it died or hangs before this call).
   CommError lagging_rank_error(const std::string& what, int64_t seq, const std::string& error) {
-    // A stopped rank 0 holds the store too: ask it something it must know
-    // (this rank's own count) with a short limit first, so that the
-    // diagnosis adds seconds to the timeout, not another timeout.
+    // A stopped rank 0 holds the TCP store too: ask it through a client of
+    // its own, on a thread of its own, and give up on it after kDiagnosis
+    // (a client's own waits outlast the limit it is given), so that the
+    // diagnosis adds seconds, not another timeout.
     try {
-      store->wait({c10::str("coll/", config.rank)}, std::min<std::chrono::milliseconds>(config.timeout, kDiagnosis));
+      if (config.store_file.empty() && !store_answers(config.master_addr, config.master_port)) {
+        throw CommError("the store does not answer", 0);
+      }
     } catch (const std::exception&) {
       return CommError(c10::str(me(), ": ", what, " failed (", error,
                                 ") and the store at rank 0 does not answer: is rank 0 alive (or stopped)?"),
