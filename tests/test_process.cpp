@@ -187,3 +187,24 @@ TEST(Process, RanksEndWithALauncherKilledOutright) {
 
 }  // namespace
 }  // namespace actkit
+
+// A launcher killed outright leaves its scratch folder: the next group
+// removes it (its launcher is gone), and leaves a living launcher's alone.
+TEST(Process, AGoneLaunchersScratchIsRemovedByTheNext) {
+  test::TempDir dir;
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  int status = 0;
+  ::waitpid(gone, &status, 0);
+  const std::string stale = dir.path() + "/actkit-run-" + std::to_string(gone) + "-abcdef";
+  const std::string alive = dir.path() + "/actkit-run-" + std::to_string(::getpid()) + "-ghijkl";
+  files::create_directories(stale + "/actkit-buffers-rank0-xyzxyz");
+  files::create_directories(alive);
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("TMPDIR", dir.path().c_str(), 1);
+  app::run_processes({{{"true"}, {}}}, std::chrono::seconds(5), /*private_tmpdir=*/true);
+  if (old != nullptr) ::setenv("TMPDIR", saved.c_str(), 1); else ::unsetenv("TMPDIR");
+  EXPECT_FALSE(files::exists(stale));
+  EXPECT_TRUE(files::exists(alive));
+}

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,10 +50,41 @@ void note_signal(int signal) { g_forward_signal = signal; }
 
 // run_processes' private TMPDIR for its children, removed when it goes
 // (or before this process re-raises a forwarded signal).
+constexpr const char* kScratchPrefix = "actkit-run-";
+
+// The scratch folders of launchers that are gone (killed outright: nothing
+// of theirs could remove it), named actkit-run-<pid>-XXXXXX: removed by the
+// next group that makes one. Only this user's own, only whole names.
+void remove_stale_scratch(const std::string& parent) {
+  const std::string prefix = kScratchPrefix;
+  for (const std::string& name : files::list_directory(parent)) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t dash = name.find('-', prefix.size());
+    if (dash == std::string::npos || name.size() != dash + 7) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (end != name.c_str() + dash || pid <= 0) continue;
+    const std::string path = parent + "/" + name;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // its launcher lives (or is not ours to ask)
+    try {
+      files::remove_all(path);
+    } catch (const std::exception&) {
+      // Another group may be sweeping it too.
+    }
+  }
+}
+
+std::string make_scratch() {
+  const std::string parent = files::temp_directory();
+  remove_stale_scratch(parent);
+  return files::make_private_directory(parent, c10::str(kScratchPrefix, ::getpid()));
+}
+
 struct ScratchFolder {
   std::string path;
-  explicit ScratchFolder(bool wanted)
-      : path(wanted ? files::make_private_directory(files::temp_directory(), "actkit-run") : "") {}
+  explicit ScratchFolder(bool wanted) : path(wanted ? make_scratch() : "") {}
   ScratchFolder(const ScratchFolder&) = delete;
   ScratchFolder& operator=(const ScratchFolder&) = delete;
   void remove() const {
@@ -312,9 +344,11 @@ void end_with_parent() {
   char* end = nullptr;
   const long parent = std::strtol(text, &end, 10);
   if (end == text || *end != '\0' || parent <= 1) return;
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // SIGKILL: a stopped rank (SIGSTOP) would hold a SIGTERM unanswered,
+  // and a rank has nothing to tidy that its launcher does not (TMPDIR).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The parent may have ended before the line above: then ours is another.
-  if (::getppid() != pid_t(parent)) ::raise(SIGTERM);
+  if (::getppid() != pid_t(parent)) ::raise(SIGKILL);
 }
 
 bool program_in_path(const std::string& program) {
