@@ -208,3 +208,13 @@ TEST(Process, AGoneLaunchersScratchIsRemovedByTheNext) {
   EXPECT_FALSE(files::exists(stale));
   EXPECT_TRUE(files::exists(alive));
 }
+
+// Members of a group finish together: one still running `grace` after
+// another finished well (a rank stopped at the end) is killed, not waited for.
+TEST(Process, AMemberStuckAfterAnotherFinishedIsKilled) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = app::run_processes({{{"true"}, {}}, {{"sleep", "60"}, {}}}, std::chrono::seconds(1));
+  EXPECT_TRUE(results[0].succeeded());
+  EXPECT_TRUE(results[1].killed_by_group);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}

@@ -304,6 +304,11 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
         if (!results[i].succeeded() && !failed) {
           failed = true;
           deadline = std::chrono::steady_clock::now() + grace;
+        } else if (results[i].succeeded()) {
+          // A group's members finish together: one still running `grace`
+          // after another finished well is stuck (stopped, or hung past its
+          // last wait), and would hold the group forever.
+          deadline = std::min(deadline, std::chrono::steady_clock::now() + grace);
         }
       }
     }

@@ -46,7 +46,9 @@ struct ProcessSpec {
 // Starts every process at once and waits for all of them; results in the
 // order given. When one fails, the others get `grace` to end on their own
 // (a rank whose peer died reports it within its timeout) and are then
-// killed, so a group never outlives its first failure by more than that.
+// killed, so a group never outlives its first failure by more than that;
+// the same after one ends successfully (the members of a group finish
+// together: one still running then is stuck).
 // SIGINT, SIGTERM or SIGHUP to this process is passed on to every child
 // still running; they get a few seconds to end, are then killed, and this
 // process ends by the signal it was sent. Each child finds this process's
