@@ -5,11 +5,13 @@
 #include <torch/csrc/api/include/torch/version.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include "actkit/app/process.h"
+#include "actkit/comm/group_config.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/version.h"
 #include "cli_util.h"
@@ -30,6 +32,9 @@ std::string version_text() {
 int main(int argc, char** argv) {
   // A rank started by `actkit dp` / `actkit pipeline` ends with its launcher.
   actkit::app::end_with_parent();
+  // A rank writing to a peer that just died gets EPIPE (and names the peer),
+  // not a SIGPIPE that kills it and blurs which rank failed first.
+  if (actkit::GroupConfig::in_env()) std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"ACTkit: activation-compressed training, offload and compressed communication on LibTorch",
                "actkit"};
   app.set_version_flag("--version", version_text());

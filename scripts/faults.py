@@ -1007,19 +1007,19 @@ class Suite:
         elif spec["who"] != "launcher" and spec["kind"] == "stop-rank":
             r = run.ranks.get(trig.pid)
             if r is not None and not re.search(r"rank %d\b" % r, run.err):
-                notes.append("no error names the stopped rank %d" % r)
+                notes.append("NOTE: no error names the stopped rank %d" % r)
                 self.notes["stopped rank not named"] += 1
         elif spec["who"] != "launcher":
             r = run.ranks.get(trig.pid)
             if r is not None and not re.search(r"rank %d\b" % r, run.err):
-                notes.append("the error does not name rank %d" % r)
+                notes.append("NOTE: the error does not name rank %d" % r)
                 self.notes["killed rank not named"] += 1
         elif run.rc != -spec["sig"] and spec["sig"] != signal.SIGKILL:
-            notes.append("the launcher ended by %s, not by the %s it was sent" % (
+            notes.append("NOTE: the launcher ended by %s, not by the %s it was sent" % (
                 "exit %d" % run.rc if run.rc >= 0 else signame(-run.rc), signame(spec["sig"])))
             self.notes["launcher did not end by its signal"] += 1
         if not re.search(r"error", run.err, re.I) and spec["who"] != "launcher" and spec["kind"] != "stop-launcher":
-            notes.append("no error message")
+            notes.append("NOTE: no error message")
             self.notes["failed without an error message"] += 1
         notes.append(self.error_line(run))
         stale = [f for _, _, fs in os.walk(ckpt) for f in fs if ".tmp." in f]
@@ -1105,10 +1105,10 @@ class Suite:
                 line = self.error_line(run)
                 notes.append(line)
                 if not re.search(r"No space left|ENOSPC", run.err):
-                    notes.append("the error does not say the disk is full")
+                    notes.append("NOTE: the error does not say the disk is full")
                     self.notes["full disk not named as such"] += 1
                 if disk not in run.err:
-                    notes.append("the error names no file on the full disk")
+                    notes.append("NOTE: the error names no file on the full disk")
                     self.notes["full disk: no file named"] += 1
             # What was whole before the disk filled must still load.
             self.unfill(holder, disk)
@@ -1194,10 +1194,10 @@ class Suite:
         if run.rc != 0:
             notes = [self.error_line(run)]
             if os.path.basename(victim) not in run.err:
-                notes.append("the refusal does not name %s" % os.path.basename(victim))
+                notes.append("NOTE: the refusal does not name %s" % os.path.basename(victim))
                 self.notes["corrupt file not named"] += 1
             if "unexpected error" in run.err:
-                notes.append("an unexpected error (not a format error)")
+                notes.append("NOTE: an unexpected error (not a format error)")
                 self.notes["corrupt file: unexpected error"] += 1
             return "clean", target, run, notes
         with open(out) as f:
@@ -1367,8 +1367,9 @@ class Suite:
         detail = "; ".join(n for n in notes if n)
         self.log.write(line + ("  |  " + detail if detail else "") + "\n")
         self.log.flush()
-        if outcome in ("hang", "crash", "lost", "silent") or (outcome == "clean" and any(
-                "not name" in n or "does not say" in n or "unexpected" in n or "no error" in n for n in notes)):
+        # Every outcome that is not clean or recovered keeps its stderr, and so
+        # does one with a remark on its error message (NOTE:).
+        if outcome in ("hang", "crash", "lost", "silent") or any(n.startswith("NOTE:") for n in notes):
             path = os.path.join(self.logdir, "%04d-%s-%s.stderr" % (i, spec["kind"], outcome))
             with open(path, "w") as f:
                 f.write("# %s\n# %s\n# %s\n" % (line, detail, " ".join(map(str, spec.items()))))
