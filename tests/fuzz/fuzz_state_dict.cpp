@@ -84,16 +84,17 @@ void read_archive(torch::serialize::InputArchive& archive, int depth) {
   }
 }
 
-// Runs `load`, LibTorch reading an archive; false when it threw. `strict`:
-// an exception other than c10::Error is not caught.
+// Runs `load`, LibTorch reading an archive; false when it threw. Any
+// exception is a refusal: the loaders turn c10::Error and every other
+// std::exception LibTorch throws (a type string it cannot parse, a missing
+// attribute) into a FormatError naming the file (app/src/dp_run.cpp,
+// pipeline/src/stage_checkpoint.cpp). What the fuzzer hunts is a crash.
 template <typename Load>
-bool libtorch_reads(const Load& load, bool strict) {
+bool libtorch_reads(const Load& load) {
   try {
     load();
     return true;
-  } catch (const c10::Error&) {
   } catch (const std::exception&) {
-    if (strict) throw;
   }
   return false;
 }
@@ -108,7 +109,7 @@ void load_optimizer(const std::string& bytes, const Options& options) {
     optimizer.load(archive);
     linear(torch::ones({1, 3})).sum().backward();
     optimizer.step();
-  }, /*strict=*/false);
+  });
 }
 
 // InputArchive over the bytes, every entry read; then the optimizers the
@@ -119,7 +120,7 @@ void load_with_libtorch(const std::string& bytes) {
     torch::serialize::InputArchive archive;
     archive.load_from(bytes.data(), bytes.size());
     read_archive(archive, 0);
-  }, /*strict=*/true);
+  });
   if (!read) return;
   load_optimizer<torch::optim::SGD>(bytes, torch::optim::SGDOptions(0.1).momentum(0.9));
   load_optimizer<torch::optim::Adam>(bytes, torch::optim::AdamOptions(0.1));
