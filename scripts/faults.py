@@ -1313,11 +1313,8 @@ class Suite:
                         mode=r.choices(["flip", "truncate"], [3, 1])[0])
 
         if short:
-            # No AQ-SGD kill during a save here: its stores' one-checkpoint
-            # window (docs/reliability.md, "Not yet") would make CI's
-            # verdict a matter of timing; the full run counts it.
             for name, when in [("pipeline-2", "step"), ("pipeline-2", "commit"), ("pipeline-2", "save"),
-                               ("aqsgd-2", "step"), ("dp-2", "step"), ("dp-2", "save"), ("dp-2", "commit"),
+                               ("aqsgd-2", "step"), ("aqsgd-2", "save"), ("aqsgd-2", "commit"), ("dp-2", "step"), ("dp-2", "save"), ("dp-2", "commit"),
                                ("pipeline-2", "start")]:
                 specs.append(kill_rank(name, when))
             specs += [kill_launcher("pipeline-2"), kill_launcher("dp-2"), stop_rank("pipeline-2")]

@@ -106,6 +106,76 @@ TEST(ExampleStore, ACheckpointSurvivesTheWritesMadeAfterIt) {
   }
 }
 
+// A pipeline commits step S only after every stage's store took it, so a
+// crash in between resumes at the checkpoint before: the store must still
+// hold it, however many values were written since (budget 0 writes every
+// put to the file at once).
+TEST(ExampleStore, TheCheckpointBeforeTheLastReopensToo) {
+  for (int64_t budget : {int64_t(-1), int64_t(0), int64_t(2 * 5000)}) {
+    test::TempDir dir;
+    ExampleStoreCheckpoint at3, at5;
+    {
+      ExampleStore s(options(dir, budget));
+      for (int64_t id = 0; id < 10; ++id) s.put(id, value(id, 0));
+      at3 = s.checkpoint(3);
+      for (int64_t id = 0; id < 10; ++id) s.put(id, value(id, 1));
+      at5 = s.checkpoint(5);  // taken, never committed
+      for (int64_t id = 0; id < 10; ++id) s.put(id, value(id, 2));
+      s.put(77, value(77, 0));
+      s.sync();
+    }
+    {
+      ExampleStore last(options(dir, budget), 5);
+      EXPECT_EQ(last.digest(), at5.digest);
+      for (int64_t id = 0; id < 10; ++id) EXPECT_EQ(last.get(id), value(id, 1)) << budget << " " << id;
+    }
+    ExampleStore before(options(dir, budget), 3);
+    EXPECT_EQ(before.digest(), at3.digest);
+    EXPECT_FALSE(before.contains(77));
+    for (int64_t id = 0; id < 10; ++id) EXPECT_EQ(before.get(id), value(id, 0)) << budget << " " << id;
+    // It goes on from step 3 and checkpoints again; the abandoned step 5
+    // is never taken for the new values.
+    for (int64_t id = 0; id < 10; id += 3) before.put(id, value(id, 4));
+    const ExampleStoreCheckpoint at4 = before.checkpoint(4);
+    for (int64_t id = 0; id < 10; ++id) before.put(id, value(id, 5));
+    before.sync();
+    ExampleStore again(options(dir, budget), 4);
+    EXPECT_EQ(again.digest(), at4.digest);
+    for (int64_t id = 0; id < 10; ++id) EXPECT_EQ(again.get(id), value(id, id % 3 == 0 ? 4 : 0)) << budget << " " << id;
+  }
+}
+
+// A second checkpoint of one step replaces the first and keeps the one
+// before; a step no longer held is refused naming the steps the file has.
+TEST(ExampleStore, KeepsTheLastTwoStepsAndNamesThem) {
+  test::TempDir dir;
+  ExampleStoreCheckpoint at2;
+  {
+    ExampleStore s(options(dir, 0));
+    for (int64_t id = 0; id < 6; ++id) s.put(id, value(id, 0));
+    s.checkpoint(1);
+    for (int64_t id = 0; id < 6; ++id) s.put(id, value(id, 1));
+    at2 = s.checkpoint(2);
+    for (int64_t id = 0; id < 6; ++id) s.put(id, value(id, 2));
+    s.checkpoint(3);
+    for (int64_t id = 0; id < 6; ++id) s.put(id, value(id, 3));
+    s.checkpoint(3);
+    for (int64_t id = 0; id < 6; ++id) s.put(id, value(id, 4));
+    s.sync();
+  }
+  ExampleStore two(options(dir, 0), 2);
+  EXPECT_EQ(two.digest(), at2.digest);
+  EXPECT_EQ(two.get(5), value(5, 1));
+  ExampleStore three(options(dir, 0), 3);
+  EXPECT_EQ(three.get(5), value(5, 3));
+  try {
+    ExampleStore one(options(dir, 0), 1);
+    ADD_FAILURE() << "step 1 was reopened after two later checkpoints";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("steps 2 and 3"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ExampleStore, TwoStoresGivenTheSameValuesShareTheDigest) {
   test::TempDir a, b;
   ExampleStore sa(options(a, -1)), sb(options(b, 0));

@@ -17,13 +17,28 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kValueMagic = 0x42535141;  // "AQSB"
 constexpr uint32_t kStateMagic = 0x53535141;  // "AQSS"
-constexpr uint32_t kExampleStoreVersion = 2;  // 2: values checked by content_checksum(), not CRC-32C
+// 2: values checked by content_checksum(), not CRC-32C; 3: three slots and
+// two state records, so the checkpoint before the last stays whole.
+constexpr uint32_t kExampleStoreVersion = 3;
 constexpr size_t kValueHeader = 24;   // magic, version, id, generation
 constexpr size_t kStateHeader = 40;   // magic, version, step, generation, count, digest
 constexpr size_t kStateEntry = 32;    // id, generation, len, crc, slot, 7 bytes of padding
-const char* const kStateKey = "state";
+// Three slots: the last checkpoint's, the one before it, and the one
+// written to. The pipeline commits a checkpoint (DIR/latest) only after
+// every store has taken it, so the one before must outlive it until then.
+constexpr int kSlots = 3;
+const char* const kOldStateKey = "state";  // version 2's single state record
 
 std::string slot_key(int64_t id, int slot) { return c10::str("e", id, ".", slot); }
+std::string state_key(int which) { return c10::str("state.", which); }
+
+// The first slot neither checkpoint names.
+int free_slot(int checkpoint_slot, int previous_slot) {
+  for (int s = 0; s < kSlots; ++s) {
+    if (s != checkpoint_slot && s != previous_slot) return s;
+  }
+  return -1;  // unreachable: two checkpoints name at most two of three slots
+}
 
 uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
   x += 0x9E3779B97F4A7C15ull;
@@ -63,24 +78,45 @@ ExampleStore::ExampleStore(ExampleStoreOptions options) : options_(std::move(opt
 ExampleStore::ExampleStore(ExampleStoreOptions options, int64_t step) : options_(std::move(options)) {
   open_file(false);
   const std::string& file = options_.path;
-  if (!store_->contains(kStateKey)) {
-    throw FormatError(c10::str("buffer store ", file, " holds no checkpoint (missing, truncated or never saved)"));
+  // The state record of `step`: one of the two the file keeps.
+  std::vector<uint8_t> s;
+  std::vector<int64_t> steps_held;
+  uint64_t newest_generation = 0;
+  for (int which = 0; which < 2; ++which) {
+    if (!store_->contains(state_key(which))) continue;
+    std::vector<uint8_t> r = store_->get(state_key(which));
+    if (r.size() < kStateHeader || get_le<uint32_t>(r.data()) != kStateMagic ||
+        get_le<uint32_t>(r.data() + 4) != kExampleStoreVersion) {
+      throw FormatError(c10::str("buffer store ", file, ": its checkpoint record ", state_key(which),
+                                 " is not one this version writes"));
+    }
+    const int64_t held = get_le<int64_t>(r.data() + 8);
+    const uint64_t generation = get_le<uint64_t>(r.data() + 16);
+    steps_held.push_back(held);
+    newest_generation = std::max(newest_generation, generation);
+    if (held == step && (s.empty() || generation > get_le<uint64_t>(s.data() + 16))) {
+      s = std::move(r);
+      state_key_ = which;
+    }
   }
-  const std::vector<uint8_t> s = store_->get(kStateKey);
-  if (s.size() < kStateHeader || get_le<uint32_t>(s.data()) != kStateMagic ||
-      get_le<uint32_t>(s.data() + 4) != kExampleStoreVersion) {
-    throw FormatError(c10::str("buffer store ", file, ": its checkpoint record is not one this version writes"));
+  if (steps_held.empty()) {
+    throw FormatError(store_->contains(kOldStateKey)
+                          ? c10::str("buffer store ", file, " was written by an older version (format 2: one checkpoint, ",
+                                     "two slots per example), which this one does not resume")
+                          : c10::str("buffer store ", file, " holds no checkpoint (missing, truncated or never saved)"));
   }
-  const int64_t saved_step = get_le<int64_t>(s.data() + 8);
+  if (s.empty()) {
+    std::sort(steps_held.begin(), steps_held.end());
+    throw FormatError(c10::str("buffer store ", file, " holds the buffers of step",
+                               steps_held.size() > 1 ? c10::str("s ", steps_held[0], " and ", steps_held[1])
+                                                     : c10::str(" ", steps_held[0]),
+                               ", the checkpoint being resumed is of step ", step));
+  }
   const uint64_t generation = get_le<uint64_t>(s.data() + 16);
   const uint64_t count = get_le<uint64_t>(s.data() + 24);
   if (count > (s.size() - kStateHeader) / kStateEntry || s.size() != kStateHeader + count * kStateEntry) {
     throw FormatError(c10::str("buffer store ", file, ": its checkpoint record of ", s.size(), " bytes does not hold ",
                                count, " examples"));
-  }
-  if (saved_step != step) {
-    throw FormatError(c10::str("buffer store ", file, " holds the buffers of step ", saved_step,
-                               ", the checkpoint being resumed is of step ", step));
   }
   for (uint64_t i = 0; i < count; ++i) {
     const uint8_t* p = s.data() + kStateHeader + i * kStateEntry;
@@ -92,7 +128,7 @@ ExampleStore::ExampleStore(ExampleStoreOptions options, int64_t step) : options_
     e.checkpoint_slot = e.file_slot = p[24];
     e.lru = lru_.end();
     const std::string key = slot_key(id, e.file_slot);
-    if (e.file_slot > 1 || !store_->contains(key) || store_->size_of(key) != kValueHeader + e.len) {
+    if (e.file_slot >= kSlots || !store_->contains(key) || store_->size_of(key) != kValueHeader + e.len) {
       throw FormatError(c10::str("buffer store ", file, ": example ", id, "'s value of step ", step,
                                  " is missing or torn (record ", key, ")"));
     }
@@ -101,7 +137,9 @@ ExampleStore::ExampleStore(ExampleStoreOptions options, int64_t step) : options_
     }
     stats_.bytes_stored += entries_[id].len;
   }
-  generation_ = generation + 1;
+  // Past every generation the file holds: records of an abandoned later
+  // checkpoint are never taken for ones written from here on.
+  generation_ = std::max(generation, newest_generation) + 1;
   last_checkpoint_ = {step, int64_t(count), get_le<uint64_t>(s.data() + 32)};
   if (digest() != last_checkpoint_.digest) {
     throw FormatError(c10::str("buffer store ", file, ": its checkpoint record fails its digest"));
@@ -268,9 +306,11 @@ void ExampleStore::drop_memory_locked(Entry& e) {
 }
 
 void ExampleStore::write_back_locked(int64_t id, Entry& e) {
-  // Never the slot the last checkpoint names: that value must survive
-  // until the next checkpoint is durable.
-  const int slot = e.checkpoint_slot == 0 ? 1 : 0;
+  // Never a slot the last two checkpoints name: the last one's value must
+  // survive until the next checkpoint is durable, the one before until the
+  // last is committed (which the store cannot see; the next checkpoint
+  // comes after it).
+  const int slot = free_slot(e.checkpoint_slot, e.earlier_checkpoint_slot);
   std::vector<uint8_t> image(kValueHeader + e.len);
   put_le<uint32_t>(image, 0, kValueMagic);
   put_le<uint32_t>(image, 4, kExampleStoreVersion);
@@ -374,8 +414,11 @@ ExampleStoreCheckpoint ExampleStore::checkpoint(int64_t step) {
     put_le<uint32_t>(s, at + 20, e.crc);
     s[at + 24] = uint8_t(e.file_slot);
   }
+  // A second checkpoint of the same step replaces the first; another step
+  // goes to the other state record, so the last one stays.
+  const int key = state_key_ < 0 ? 0 : step == last_checkpoint_.step ? state_key_ : 1 - state_key_;
   try {
-    store_->put(kStateKey, s.data(), s.size());
+    store_->put(state_key(key), s.data(), s.size());
     store_->flush();
   } catch (const IoError& e) {
     broken_ = c10::str("buffer store ", path(), ": its checkpoint of step ", step,
@@ -383,10 +426,13 @@ ExampleStoreCheckpoint ExampleStore::checkpoint(int64_t step) {
     throw IoError(broken_, e.error_number());
   }
   stats_.bytes_written += int64_t(s.size());
+  const bool replaces_last = key == state_key_;
   for (auto& [id, e] : entries_) {
+    if (!replaces_last) e.earlier_checkpoint_slot = e.checkpoint_slot;
     e.checkpoint_slot = e.file_slot;
     e.checkpoint_generation = e.file_generation;
   }
+  state_key_ = key;
   ++generation_;
   last_checkpoint_ = {step, int64_t(ids.size()), d};
   return last_checkpoint_;

@@ -5,13 +5,17 @@
 // under a budget and in a RecordStore file past it, read ahead of need and
 // written back without blocking the caller.
 //
-// Checkpoints without copies. Every example has two record slots in the
-// file ("e<id>.0", "e<id>.1"). checkpoint(step) writes what memory holds
+// Checkpoints without copies. Every example has three record slots in the
+// file ("e<id>.0" to "e<id>.2"). checkpoint(step) writes what memory holds
 // that the file does not, makes it durable, and then writes a state record
 // naming, per example, the slot and generation of its value at that step.
-// Later writes never go to a slot a checkpoint names, so after a crash the
-// file still holds the last checkpoint's values, whatever was written
-// since, and a store reopened at that step continues from exactly them.
+// The file keeps the last two state records, and later writes never go to
+// a slot either names, so after a crash the file still holds the values of
+// the last checkpoint and of the one before it, whatever was written
+// since, and a store reopened at either step continues from exactly them.
+// The one before matters because a pipeline commits a checkpoint only
+// after every stage's store has taken it: a crash in between resumes at
+// the previous step.
 //
 // Record payload: a 24-byte header (magic "AQSB", version, id, generation)
 // then the example's bytes; the state record's layout is in docs/formats.md.
@@ -45,7 +49,7 @@ struct ExampleStoreStats {
   int64_t examples = 0;        // ids with a value
   int64_t bytes_stored = 0;    // bytes of their values (what the algorithm keeps)
   int64_t memory_bytes = 0;    // of those, held in host memory now
-  int64_t file_bytes = 0;      // the file's extent (two slots per example, headers, padding)
+  int64_t file_bytes = 0;      // the file's extent (up to three slots per example, headers, padding)
   int64_t bytes_read = 0, bytes_written = 0;  // file traffic, record headers included
   int64_t reads = 0, writes = 0;
   double wait_seconds = 0;     // time get()/put() blocked on the file
@@ -67,9 +71,9 @@ class ExampleStore {
   // Throws InvalidInput for an empty path or a budget below -1, IoError if
   // the file cannot be created.
   explicit ExampleStore(ExampleStoreOptions options);
-  // The store as checkpoint(`step`) left it in options.path. Throws
-  // FormatError naming the file when it holds no checkpoint, one of another
-  // step, or misses (or holds a torn or different) record the checkpoint
+  // The store as checkpoint(`step`) left it in options.path, `step` being
+  // one of the last two checkpoints taken. Throws FormatError naming the
+  // file when it holds no checkpoint of that step, or misses (or holds a torn or different) record the checkpoint
   // names, with the example id.
   ExampleStore(ExampleStoreOptions options, int64_t step);
   // Waits for write-backs (errors dropped: sync() reports them).
@@ -115,6 +119,7 @@ class ExampleStore {
     uint32_t crc = 0;           // of the current value
     int checkpoint_slot = -1;   // the slot the last checkpoint names (never written)
     uint64_t checkpoint_generation = 0;
+    int earlier_checkpoint_slot = -1;  // the slot the checkpoint before names (never written either)
     int file_slot = -1;         // the slot holding the newest value in the file
     uint64_t file_generation = 0;
     bool dirty = false;         // memory holds a value the file does not
@@ -153,6 +158,7 @@ class ExampleStore {
   std::deque<PendingWrite> pending_;
   std::unordered_map<int64_t, Prefetch> prefetched_;
   uint64_t generation_ = 1;  // checkpoints taken (or reopened) plus one
+  int state_key_ = -1;       // which state record ("state.0", "state.1") holds the last checkpoint
   std::string broken_;       // why writes are refused (a checkpoint failed halfway), or empty
   ExampleStoreCheckpoint last_checkpoint_;
   ExampleStoreStats stats_;

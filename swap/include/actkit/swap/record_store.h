@@ -15,8 +15,8 @@
 // flush() stays out of use until the next flush() succeeds, so that power
 // lost before then still finds that record on disk.
 //
-// The AQ-SGD per-example buffers (ExampleStore) keep two records per
-// training example here and rewrite one of them every epoch; L4 swapping spills to it when host memory is
+// The AQ-SGD per-example buffers (ExampleStore) keep up to three records
+// per training example here and rewrite one of them every epoch; L4 swapping spills to it when host memory is
 // over budget.
 #pragma once
 
