@@ -20,6 +20,9 @@ void add_model_commands(CLI::App& app);
 // `actkit train`.
 void add_train_command(CLI::App& app);
 
+// `actkit generate`.
+void add_generate_command(CLI::App& app);
+
 // `actkit maxbatch`.
 void add_maxbatch_command(CLI::App& app);
 

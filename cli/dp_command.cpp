@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "actkit/app/dp_run.h"
+#include "actkit/app/hf_folder.h"
 #include "actkit/core/errors.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -28,10 +29,17 @@ struct DpFlags {
   std::string bandwidth = "unlimited", latency = "0";
   RankFlags rank;
   std::string json_path;
+  bool data_given = false;
 };
 
 void finish_config(DpFlags& f) {
   app::DpRunConfig& r = f.run;
+  if (!r.init.empty()) {
+    // A Hugging Face folder names its model; its text is the fortunes unless --data says otherwise.
+    const app::HfModelInfo info = app::read_hf_config(r.init);
+    r.model = info.zoo_name;
+    if (!f.data_given && app::is_language_model(r.model)) f.data = "fortunes";
+  }
   r.optimizer = optim::parse_optimizer_choice(f.optimizer);
   r.level = parse_level(f.level);
   r.link = parse_link_mode(f.link);
@@ -43,6 +51,7 @@ void finish_config(DpFlags& f) {
   // Before the run spends its time (and before any rank starts).
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
   if (!r.save.empty()) files::check_writable_folder(r.save);
+  if (!r.save_hf.empty()) files::check_writable_folder(r.save_hf);
 }
 
 void print_results(const DpFlags& f, const app::DpRunResult& r) {
@@ -118,7 +127,10 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--link", f->link, "process (paced here) or kernel (tc in network namespaces; root)")
       ->capture_default_str();
   p->add_option("--level", f->level, "Activation-compression level inside each worker")->capture_default_str();
+  p->add_option("--init", r.init,
+                "A Hugging Face folder of a language model: its model, weights and tokenizer (--model unused)");
   p->add_option("--data", f->data, "fashion-mnist or synthetic (classifiers); fortunes or synthetic (gpt2)")
+      ->each([f](const std::string&) { f->data_given = true; })
       ->capture_default_str();
   p->add_option("--data-path", r.data.path, "Directory (or text file) of the data (default: the package's)");
   p->add_option("--train-limit", r.data.train_limit, "Keep the first N training examples (0 = all)")
@@ -128,17 +140,18 @@ void add_dp_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--steps", r.steps, "Training steps (instead of --epochs)")->check(kNonNegativeNumber);
   p->add_option("--batch", r.batch, "Examples per worker and step")->check(kPositiveNumber)->capture_default_str();
-  p->add_option("--seq-len", r.shape.seq_len, "gpt2: tokens per example")->check(kPositiveNumber)
+  p->add_option("--seq-len", r.shape.seq_len, "Language models: tokens per example")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--layers", r.shape.layers, "gpt2: transformer blocks")->check(kPositiveNumber)
+  p->add_option("--layers", r.shape.layers, "Language models: transformer blocks")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--hidden", r.shape.hidden, "gpt2: hidden size")->check(kPositiveNumber)->capture_default_str();
-  p->add_option("--heads", r.shape.heads, "gpt2: attention heads")->check(kPositiveNumber)->capture_default_str();
+  p->add_option("--hidden", r.shape.hidden, "Language models: hidden size")->check(kPositiveNumber)->capture_default_str();
+  p->add_option("--heads", r.shape.heads, "Language models: attention heads")->check(kPositiveNumber)->capture_default_str();
   p->add_option("--seed", r.seed, "Seed for weights and data order")->capture_default_str();
   p->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
   p->add_option("--lr-schedule", f->lr_schedule, "cosine (decay over the run) or constant")->capture_default_str();
   p->add_option("--weight-decay", r.weight_decay, "Weight decay")->capture_default_str();
   p->add_option("--save", r.save, "Directory for the model and every rank's optimizer state at the end");
+  p->add_option("--save-hf", r.save_hf, "With --init: write the trained model here as a Hugging Face folder");
   p->add_option("--resume", r.resume, "Continue the run a --save directory holds (same workers and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);

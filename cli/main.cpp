@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   actkit::cli::add_bench_commands(app);
   actkit::cli::add_model_commands(app);
   actkit::cli::add_train_command(app);
+  actkit::cli::add_generate_command(app);
   actkit::cli::add_maxbatch_command(app);
 #if defined(ACTKIT_WITH_DISTRIBUTED)
   actkit::cli::add_pipeline_command(app);

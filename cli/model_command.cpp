@@ -12,6 +12,7 @@
 #include "actkit/core/errors.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "actkit/app/hf_folder.h"
 #include "actkit/app/level_memory.h"
 
 namespace actkit::cli {
@@ -19,6 +20,7 @@ namespace {
 
 struct MemoryArgs {
   std::string model = "resnet50";
+  std::string config;  // a Hugging Face folder (or its config.json): the model and shape from there
   int64_t batch = 8;
   int64_t image_size = 0;
   int64_t seq_len = 0;
@@ -47,18 +49,30 @@ void print_top_nodes(const app::StepMeasurement& r, int count) {
 
 void run_memory(const MemoryArgs& a) {
   app::LevelMemoryConfig config;
-  config.model = a.model;
+  std::string model = a.model;
+  if (!a.config.empty()) {
+    // Only config.json is read: the weights are random, the shape is the model's.
+    const std::string dir = files::is_directory(a.config) ? a.config : files::parent_path(a.config);
+    const app::HfModelInfo info = app::read_hf_config(dir.empty() ? "." : dir);
+    model = info.zoo_name;
+    config.options = info.options;
+  }
+  config.model = model;
   config.batch = a.batch;
   config.steps = a.steps;
   config.seed = a.seed;
   config.device = a.device;
   config.per_node = a.nodes > 0;
   config.levels = parse_level_list(a.levels);
-  const bool tokens = is_token_model(a.model);
-  config.length = input_length("memory", a.model, a.image_size, a.seq_len, 224);
-  if (tokens) config.options.max_positions = std::max<int64_t>(config.length, 1024);
+  const bool tokens = is_token_model(model);
+  config.length = input_length("memory", model, a.image_size, a.seq_len, a.config.empty() ? 224 : config.options.image_size);
+  if (tokens && a.config.empty()) config.options.max_positions = std::max<int64_t>(config.length, 1024);
+  if (tokens && config.length > config.options.max_positions) {
+    throw InvalidInput(fmt::format("memory: --seq-len {} is longer than the model's {} positions", config.length,
+                                   config.options.max_positions));
+  }
 
-  fmt::print("{} batch {} {} {} ({}, one training step per level)\n", a.model, a.batch,
+  fmt::print("{} batch {} {} {} ({}, one training step per level)\n", a.config.empty() ? model : a.config, a.batch,
              tokens ? "sequence" : "image", config.length, a.device);
   const auto results = app::measure_level_memory(config);
   const double l0 = double(results.front().activation_bytes);
@@ -98,7 +112,7 @@ void run_memory(const MemoryArgs& a) {
     for (const auto& r : results) print_top_nodes(r, a.nodes);
   }
   if (!a.json_path.empty()) {
-    write_json(a.json_path, {{"model", a.model}, {"batch", a.batch}, {"length", config.length}, {"levels", levels}});
+    write_json(a.json_path, {{"model", model}, {"batch", a.batch}, {"length", config.length}, {"levels", levels}});
   }
 }
 
@@ -108,6 +122,8 @@ void add_model_commands(CLI::App& app) {
   auto m = std::make_shared<MemoryArgs>();
   CLI::App* memory = app.add_subcommand("memory", "Activation and peak memory of one training step per level");
   memory->add_option("--model", m->model, "Zoo model")->capture_default_str();
+  memory->add_option("--config", m->config,
+                     "A Hugging Face folder or its config.json: that model's shape, random weights (--model unused)");
   memory->add_option("--batch", m->batch, "Batch size")->check(kPositiveNumber)->capture_default_str();
   memory->add_option("--image-size", m->image_size, "Image size for CNN/ViT models (default 224)")
       ->check(kPositiveNumber);
@@ -126,14 +142,28 @@ void add_model_commands(CLI::App& app) {
   memory->callback([m] { run_memory(*m); });
 
   auto model = std::make_shared<std::string>("resnet50");
+  auto init = std::make_shared<std::string>();
   auto level = std::make_shared<std::string>("L3");
   CLI::App* conv = app.add_subcommand("convert", "Convert a zoo model and print what was converted");
   conv->add_option("--model", *model, "Zoo model")->capture_default_str();
+  conv->add_option("--init", *init, "A Hugging Face folder: its model, with its weights (--model unused)");
   conv->add_option("--level", *level, "Level, e.g. L3 or L3:bits=1.5")->capture_default_str();
-  conv->callback([model, level] {
-    auto m = make_model(*model);
+  conv->callback([model, init, level] {
+    std::shared_ptr<ZooModel> m;
+    std::string name = *model;
+    if (init->empty()) {
+      m = make_model(*model);
+    } else {
+      app::HfModelInfo info;
+      app::HfLoadReport loaded;
+      m = app::load_hf_model(*init, &info, &loaded);
+      name = fmt::format("{} ({}, zoo {})", *init, info.architecture, info.zoo_name);
+      fmt::print("{}: {} tensors from {}\n", *init, loaded.tensors, loaded.weights_file);
+      for (const auto& t : loaded.fresh) fmt::print("  fresh (not in the folder): {}\n", t);
+      for (const auto& t : loaded.ignored) fmt::print("  not used: {}\n", t);
+    }
     const ConvertResult r = convert(*m, *level);
-    fmt::print("{} at {}\n{}", *model, describe(r.controller->config()), r.report.to_string());
+    fmt::print("{} at {}\n{}", name, describe(r.controller->config()), r.report.to_string());
   });
 }
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "actkit/app/hf_folder.h"
 #include "actkit/app/model_defaults.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/core/errors.h"
@@ -47,6 +48,19 @@ void finish_config(PipelineFlags& f) {
   c.model_options = app::language_model_options(f.shape);
   c.model_options.vocab_size = f.vocab;
   c.seq_len = f.shape.seq_len;
+  if (!r.init.empty() && app::is_hf_folder(r.init)) {
+    // A Hugging Face folder names its model and shape (its tokenizer makes the tokens).
+    const app::HfModelInfo info = app::read_hf_config(r.init);
+    if (!app::is_language_model(info.zoo_name)) {
+      throw InvalidInput(fmt::format("pipeline: --init {}: {} is not a language model", r.init, info.architecture));
+    }
+    if (c.seq_len > info.options.max_positions) {
+      throw InvalidInput(fmt::format("pipeline: --seq-len {} is longer than {}'s {} positions", c.seq_len, r.init,
+                                     info.options.max_positions));
+    }
+    c.model = info.zoo_name;
+    c.model_options = info.options;
+  }
   c.schedule = pipeline::parse_schedule(f.schedule);
   const pipeline::BoundaryCodecs codecs = pipeline::boundary_codecs(f.codec, f.fw_bits, f.bw_bits, f.stochastic);
   c.forward_codec = codecs.forward;
@@ -87,6 +101,7 @@ void finish_config(PipelineFlags& f) {
   // Before the run spends its time (and before any rank starts).
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
   if (!r.save.empty()) files::check_writable_folder(r.save);
+  if (!r.save_hf.empty()) files::check_writable_folder(r.save_hf);
 }
 
 void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
@@ -253,8 +268,12 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--lr", c.lr, "Learning rate")->capture_default_str();
   p->add_option("--weight-decay", c.weight_decay, "Weight decay")->capture_default_str();
   p->add_option("--seed", c.seed, "Seed for weights, data order and rounding")->capture_default_str();
-  p->add_option("--init", r.init, "Checkpoint to start from (a file, or a directory --save wrote)");
+  p->add_option("--init", r.init,
+                "Checkpoint to start from (a file, a directory --save wrote, or a Hugging Face folder: its model, "
+                "weights and tokenizer)");
   p->add_option("--save", r.save, "Directory for each stage's checkpoint at the end (parameters, optimizer, buffers)");
+  p->add_option("--save-hf", r.save_hf,
+                "With --init a Hugging Face folder and --save: write the trained model here as a Hugging Face folder");
   p->add_option("--save-every", r.save_every, "Also checkpoint to --save every N steps")
       ->check(kNonNegativeNumber);
   p->add_option("--resume", f->resume, "Continue the run a --save directory holds (same stages and settings)");

@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "progress.h"
 #include "commands.h"
+#include "actkit/app/hf_folder.h"
 #include "actkit/app/level_memory.h"
 #include "actkit/app/model_defaults.h"
 #include "actkit/app/run_device.h"
@@ -32,18 +33,27 @@ struct TrainArgs {
 
 void run_train(TrainArgs& a) {
   app::TrainConfig& c = a.config;
-  // Before the banner: a typo gets only the error.
-  const bool text = app::is_language_model(c.model);
+  // Before the banner: a typo gets only the error. A Hugging Face folder
+  // names its own model.
+  std::optional<app::HfModelInfo> hf;
+  if (!c.init.empty()) hf = app::read_hf_config(c.init);
+  const std::string model = hf ? hf->zoo_name : c.model;
+  const bool text = app::is_language_model(model);
   if (!a.data.empty()) c.data = app::parse_data_set(a.data);
   app::check_data_kind(app::training_data_set(c), text);
   // Output paths before the run spends its time.
   if (!c.save.empty()) files::check_writable_file(c.save);
+  if (!c.save_hf.empty()) {
+    if (!hf) throw InvalidInput("train: --save-hf needs --init with a Hugging Face folder");
+    files::check_writable_folder(c.save_hf);
+  }
   if (!a.json_path.empty()) files::check_writable_file(a.json_path);
   if (text && !a.lr_given) c.lr = 1e-3;  // AdamW's, not SGD's
   c.level = parse_level(a.level);
   app::parse_run_device(c.device, "train");
   const std::string data = app::to_string(app::training_data_set(c));
-  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", c.model, data, c.level.spec, c.epochs, c.batch,
+  const std::string what = hf ? fmt::format("{} ({})", c.init, hf->architecture) : c.model;
+  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", what, data, c.level.spec, c.epochs, c.batch,
              c.device == "cpu" ? "" : ", on " + c.device);
   ProgressDisplay progress(false);
   const app::TrainResult r = app::run_training(c, [&](const app::TrainProgress& p) {
@@ -57,8 +67,9 @@ void run_train(TrainArgs& a) {
                r.final_train_loss, r.step_time_ms, mib(r.peak_bytes));
   }
   if (!c.save.empty()) fmt::print("weights saved to {}\n", c.save);
+  if (!c.save_hf.empty()) fmt::print("Hugging Face folder written to {}\n", c.save_hf);
 
-  nlohmann::json j{{"model", c.model},
+  nlohmann::json j{{"model", model},
                    {"data", data},
                    {"level", c.level.spec},
                    {"device", r.device},
@@ -81,12 +92,12 @@ void run_train(TrainArgs& a) {
   if (a.compare && l0_needs_own_process) {
     fmt::print("L0 comparison skipped (L5 on CUDA): run `actkit memory --model {} --batch {} --image-size 28 "
                "--levels L0 --device {}` for it\n",
-               c.model, c.batch, c.device);
+               model, c.batch, c.device);
   } else if (a.compare && (c.level.compresses_anything() || c.level.swap != SwapTarget::kNone)) {
     // One training step of the same model and batch at L0, for the saving.
     app::LevelMemoryConfig m;
-    m.model = c.model;
-    m.options = app::training_model_options(c.model, c.shape);
+    m.model = model;
+    m.options = hf ? hf->options : app::training_model_options(c.model, c.shape);
     m.batch = c.batch;
     m.length = text ? c.shape.seq_len : 28;
     m.levels = {level_preset("L0")};
@@ -110,19 +121,23 @@ void add_train_command(CLI::App& app) {
   app::TrainConfig& c = a->config;
   CLI::App* train =
       app.add_subcommand("train", "Train a zoo CNN on Fashion-MNIST, or GPT-2 on text, at a level");
-  train->add_option("--model", c.model, "Zoo model: an image classifier, or gpt2 for text")->capture_default_str();
+  train->add_option("--model", c.model, "Zoo model: an image classifier, or gpt2 or llama for text")->capture_default_str();
   train->add_option("--data", a->data,
                     "fashion-mnist or synthetic (images); fortunes or synthetic (gpt2) (default: the first)")
       ->check(CLI::IsMember({"fashion-mnist", "synthetic", "fortunes"}));
-  train->add_option("--data-dir", c.data_dir,
+  train->add_option("--data-dir,--data-path", c.data_dir,
                     "Fashion-MNIST IDX directory, or the text file/directory (default: the Debian package's)");
-  train->add_option("--layers", c.shape.layers, "gpt2: transformer blocks")->check(kPositiveNumber)
+  train->add_option("--init", c.init,
+                    "A Hugging Face folder (config.json, safetensors, tokenizer): fine-tune its language model on "
+                    "text tokenized by its tokenizer (--model and the shape flags are not used)");
+  train->add_option("--save-hf", c.save_hf, "With --init: write the trained model here as a Hugging Face folder");
+  train->add_option("--layers", c.shape.layers, "Language models: transformer blocks")->check(kPositiveNumber)
       ->capture_default_str();
-  train->add_option("--hidden", c.shape.hidden, "gpt2: hidden size")->check(kPositiveNumber)->capture_default_str();
-  train->add_option("--heads", c.shape.heads, "gpt2: attention heads")->check(kPositiveNumber)->capture_default_str();
-  train->add_option("--seq-len", c.shape.seq_len, "gpt2: tokens (bytes) per example")->check(kPositiveNumber)
+  train->add_option("--hidden", c.shape.hidden, "Language models: hidden size")->check(kPositiveNumber)->capture_default_str();
+  train->add_option("--heads", c.shape.heads, "Language models: attention heads")->check(kPositiveNumber)->capture_default_str();
+  train->add_option("--seq-len", c.shape.seq_len, "Language models: tokens per example (bytes, or the --init folder's tokens)")->check(kPositiveNumber)
       ->capture_default_str();
-  train->add_option("--dropout", c.shape.dropout, "gpt2: dropout")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  train->add_option("--dropout", c.shape.dropout, "Language models: dropout")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   train->add_option("--save", c.save, "Write the trained weights to this file (torch.save state dict)");
   train->add_option("--resume", c.resume, "Start from the weights in this file (a state dict)");
   train->add_option("--level", a->level, "Level, e.g. L0, L3 or L3:bits=1.5")->capture_default_str();

@@ -7,6 +7,9 @@ install(TARGETS actkit EXPORT actkitTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# libactkit opens its SentencePiece plug-in from its own folder
+# (text/src/sentencepiece_plugin.h).
+install(TARGETS actkit_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(m IN LISTS ACTKIT_LIBRARY_MODULES)
   install(DIRECTORY ${m}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 endforeach()

@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 declare -A allowed=(
   [kernels]="kernels"
   [core]="core kernels"
+  [text]="text core kernels"
   [layers]="layers core kernels"
   [allocator]="allocator core kernels"
   [swap]="swap core kernels"
@@ -20,9 +21,9 @@ declare -A allowed=(
   [comm]="comm swap core kernels"
   [pipeline]="pipeline comm models converters layers allocator swap core kernels"
   [optim]="optim comm core kernels"
-  [app]="app pipeline optim comm models converters layers allocator swap core kernels"
-  [bench]="bench app pipeline optim comm models converters layers allocator swap core kernels"
-  [cli]="cli pipeline optim comm bench app models converters layers allocator swap core kernels"
+  [app]="app text pipeline optim comm models converters layers allocator swap core kernels"
+  [bench]="bench app text pipeline optim comm models converters layers allocator swap core kernels"
+  [cli]="cli text pipeline optim comm bench app models converters layers allocator swap core kernels"
 )
 
 status=0

@@ -25,6 +25,9 @@ esac
 # the torchvision the oracle tests compare the zoo with in that world.
 torch_wheel=torch==2.15.0
 torchvision_wheel=torchvision==0.29.2
+# The Hugging Face references of the oracle tests (random-initialised
+# models, save_pretrained folders, tokenizers' own ids).
+hf_wheels=(transformers==5.23.0 tokenizers==0.23.3 safetensors==0.8.0 sentencepiece==0.2.3)
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
@@ -34,6 +37,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   dataset-fashion-mnist fio
   fortunes  # the text corpus of actkit pipeline and the language models
+  libicu-dev  # text/: the tokenizer.json pre-tokenizer patterns (\p{L}, look-ahead) and NFC
+  libsentencepiece-dev  # text/: tokenizer.model, read by the reference library
   iproute2  # ip and tc: kernel-shaped links (actkit pipeline and dp --link kernel)
   python3  # the JSON checks of scripts/test.sh and the tables of the bench scripts
 )
@@ -76,6 +81,10 @@ if [ "$torch_kind" = wheel ]; then
   if ! "$venv/bin/python" -c "import sys, torch, torchvision; sys.exit(torch.__version__.split('+')[0] != '${torch_wheel#torch==}' or torchvision.__version__.split('+')[0] != '${torchvision_wheel#torchvision==}')" 2>/dev/null; then
     echo "setup: installing $torch_wheel into $venv"
     "$venv/bin/pip" install --disable-pip-version-check --no-input -q "$torch_wheel" "$torchvision_wheel"
+  fi
+  if ! "$venv/bin/python" -c "import sys, transformers, tokenizers, safetensors, sentencepiece; sys.exit(transformers.__version__ != '${hf_wheels[0]#transformers==}')" 2>/dev/null; then
+    echo "setup: installing ${hf_wheels[*]} into $venv"
+    "$venv/bin/pip" install --disable-pip-version-check --no-input -q "${hf_wheels[@]}"
   fi
   torch_prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
   cmake_args+=(-DCMAKE_PREFIX_PATH="$torch_prefix" -DACTKIT_ORACLE_PYTHON="$PWD/$venv/bin/python")

@@ -12,6 +12,8 @@
 #include "actkit/app/text_corpus.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
+#include "actkit/text/tokenizer.h"
+#include "test_paths.h"
 
 namespace actkit {
 namespace {
@@ -101,10 +103,26 @@ TEST(TextCorpus, LimitAndErrors) {
 TEST(TextCorpus, ReadsTheFortunesPackage) {
   if (!files::is_directory(app::kFortunesDir)) GTEST_SKIP() << "Debian's fortunes package is not installed";
   const app::TextCorpus c(app::kFortunesDir, 128);
-  EXPECT_GT(c.bytes(), 1000000);  // about 2.5 MB of English
+  EXPECT_GT(c.tokens(), 1000000);  // about 2.5 MB of English, a token a byte
   const auto [x, y] = c.examples({c.train_id_at(0, 1)});
   EXPECT_LT(x.max().item<int64_t>(), 256);
 }
 
 }  // namespace
 }  // namespace actkit
+
+// With a model's tokenizer the windows are its ids, in the order the text
+// gives them, and labels are the next id.
+TEST(TextCorpus, TokenizesWithAModelsTokenizer) {
+  const std::unique_ptr<Tokenizer> t = load_tokenizer(std::string(ACTKIT_TOKENIZER_FIXTURES) + "/gpt2");
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "The quick brown fox jumps over the lazy dog, " + std::to_string(i) + " times.\n";
+  const std::vector<int64_t> ids = t->encode(text);
+  const app::TextCorpus c(write_text("corpus_tokens", text), 16, 0, t.get());
+  ASSERT_EQ(c.tokens(), int64_t(ids.size()));
+  const auto [x, y] = c.examples({1});
+  for (int64_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(x[0][i].item<int64_t>(), ids[size_t(16 + i)]);
+    EXPECT_EQ(y[0][i].item<int64_t>(), ids[size_t(17 + i)]);
+  }
+}

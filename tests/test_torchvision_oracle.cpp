@@ -48,17 +48,9 @@ constexpr double kMaxRelativeError = 1e-4;
 // The reference script's exit status when torch or torchvision is missing.
 constexpr int kNoTorchvision = 2;
 
-std::string python() {
-  const char* env = std::getenv("ACTKIT_ORACLE_PYTHON");
-  return env != nullptr && *env != '\0' ? env : ACTKIT_ORACLE_PYTHON;
-}
-
-// max |actual - expected| / max |expected|: one scale for the whole output,
-// so logits near zero do not inflate it.
+std::string python() { return test::oracle_python(ACTKIT_ORACLE_PYTHON); }
 double relative_error(const at::Tensor& actual, const at::Tensor& expected) {
-  const double scale = expected.abs().max().item<double>();
-  const double diff = (actual.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
-  return scale > 0 ? diff / scale : diff;
+  return test::max_relative_error(actual, expected);
 }
 
 class TorchvisionOracle : public ::testing::TestWithParam<std::string> {};

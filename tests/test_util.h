@@ -30,6 +30,21 @@ inline bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
   return ca.nbytes() == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.nbytes())) == 0;
 }
 
+// max |actual - expected| / max |expected|: one scale for the whole output,
+// so outputs near zero do not inflate it.
+inline double max_relative_error(const at::Tensor& actual, const at::Tensor& expected) {
+  const double scale = expected.abs().max().item<double>();
+  const double diff = (actual.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>();
+  return scale > 0 ? diff / scale : diff;
+}
+
+// The python of the oracle tests: $ACTKIT_ORACLE_PYTHON when set, else the
+// one CMake found (`configured`, may be empty).
+inline std::string oracle_python(const char* configured) {
+  const char* env = std::getenv("ACTKIT_ORACLE_PYTHON");
+  return env != nullptr && *env != '\0' ? env : configured;
+}
+
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
  public:

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "actkit/app/checkpoint_folder.h"
+#include "actkit/app/hf_folder.h"
 #include "actkit/app/level_switches.h"
 #include "actkit/app/train_step.h"
 #include "actkit/comm/communicator.h"
@@ -20,6 +21,7 @@
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
+#include "actkit/text/tokenizer.h"
 
 namespace actkit::app {
 namespace {
@@ -72,6 +74,19 @@ double shared_evaluation(ZooModel& model, const TrainingData& data, int64_t batc
 
 void DpRunConfig::validate() const {
   check_data_kind(data.set, is_language_model(model));
+  if (!save_hf.empty() && init.empty()) throw InvalidInput("dp: --save-hf needs --init with a Hugging Face folder");
+  if (!init.empty()) {
+    const HfModelInfo info = read_hf_config(init);
+    if (info.zoo_name != model || !is_language_model(model)) {
+      throw InvalidInput(c10::str("dp: --init ", init, " holds a ", info.architecture,
+                                  is_language_model(info.zoo_name) ? "" : ", not a language model",
+                                  info.zoo_name != model ? c10::str("; the run's model is ", model) : ""));
+    }
+    if (shape.seq_len > info.options.max_positions) {
+      throw InvalidInput(c10::str("dp: --seq-len ", shape.seq_len, " is longer than ", init, "'s ",
+                                  info.options.max_positions, " positions"));
+    }
+  }
   check_link_backend(link, group.backend);
   if (batch < 1 || epochs < 1 || steps < 0) throw InvalidInput("dp: --batch and --epochs must be >= 1, --steps >= 0");
   if (!(lr > 0) || !std::isfinite(lr)) throw InvalidInput(c10::str("dp: --lr: a finite rate > 0, got ", lr));
@@ -94,6 +109,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   d.text = is_language_model(config.model);
   d.seq_len = config.shape.seq_len;
   d.seed = config.seed;
+  if (!config.init.empty()) d.tokenizer = load_tokenizer(config.init);
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
   // Step s takes the next world · batch examples of the epoch's shuffle, and
   // rank r the r-th batch of them: every rank sees the same order.
@@ -102,7 +118,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   const int64_t warmup = optim::warmup_steps(config.optimizer, config.warmup_steps, config.warmup_fraction, total);
 
   at::manual_seed(int64_t(config.seed));  // the same initial weights on every rank
-  auto model = make_model(config.model, training_model_options(config.model, config.shape));
+  std::shared_ptr<ZooModel> model = config.init.empty()
+                                        ? make_model(config.model, training_model_options(config.model, config.shape))
+                                        : load_hf_model(config.init);
   // The last checkpoint every rank finished (DIR/latest), never a half save.
   const std::string resume_from = config.resume.empty() ? "" : committed_folder(config.resume);
   if (!config.resume.empty()) load_state_dict(*model, resume_from + "/model.pt");
@@ -216,6 +234,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
         save_state_dict(*model, config.save + "/model.pt");  // a copy where users look for the model
       }
     });
+  }
+  if (leader && !config.save_hf.empty()) {
+    in_phase(c10::str(after, ": writing ", config.save_hf), [&] { save_hf_folder(*model, config.init, config.save_hf); });
   }
   const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
   // The mean loss over every rank's batch of each step: one collective at the end.

@@ -1,5 +1,7 @@
 #include "actkit/app/pipeline_run.h"
 
+#include <torch/torch.h>
+
 #include <c10/util/ScopeExit.h>
 #include <c10/util/StringUtil.h>
 
@@ -9,12 +11,14 @@
 #include <memory>
 
 #include "actkit/app/checkpoint_folder.h"
+#include "actkit/app/hf_folder.h"
 #include "actkit/app/pipeline_batches.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/pipeline/replica_groups.h"
 #include "actkit/pipeline/stage_runner.h"
+#include "actkit/text/tokenizer.h"
 
 namespace actkit::app {
 namespace {
@@ -47,9 +51,12 @@ const char* buffer_tier(int64_t memory_budget) {
 void PipelineRunConfig::validate() const {
   const pipeline::PipelineConfig& c = pipeline;
   if (find_model(c.model).task != Task::kLanguageModel) {
-    throw InvalidInput(c10::str("pipeline: ", c.model, " is not a language model (gpt2, gpt2-small)"));
+    throw InvalidInput(c10::str("pipeline: ", c.model, " is not a language model (gpt2, gpt2-small, llama)"));
   }
   check_data_kind(data.set, true);
+  if (!save_hf.empty() && (resume || !is_hf_folder(init) || save.empty())) {
+    throw InvalidInput("pipeline: --save-hf needs --init with a Hugging Face folder, and --save");
+  }
   // GPT-2's pieces: the embeddings, each block, the head. Refused here, before
   // any rank starts, rather than by every rank once the group has formed.
   if (c.stages > c.model_options.layers + 2) {
@@ -89,6 +96,20 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   d.seq_len = c.seq_len;
   d.vocab = c.model_options.vocab_size;
   d.seed = c.seed;
+  // A Hugging Face folder to start from: its weights, and its tokenizer
+  // for the text (the model and shape are in `c` already, from its config).
+  const bool hf = !config.resume && is_hf_folder(config.init);
+  std::map<std::string, at::Tensor> hf_weights;
+  if (hf) {
+    HfModelInfo info;
+    const std::shared_ptr<ZooModel> m = load_hf_model(config.init, &info);
+    if (c.model != info.zoo_name) {
+      throw InvalidInput(c10::str("pipeline: --init ", config.init, " holds a ", info.architecture, ", the run's model is ",
+                                  c.model));
+    }
+    for (const auto& p : m->named_parameters()) hf_weights[p.key()] = p.value();
+    d.tokenizer = load_tokenizer(config.init);
+  }
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
   PipelineBatches all_replicas(*data, c.micro_batch_size, c.micro_batches, n, config.validation_batches);
   pipeline::ReplicaShare source(all_replicas, groups.replica, c.micro_batches);
@@ -155,7 +176,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   // A checkpoint folder is read at its last commit (DIR/latest); a state-dict file as it is.
   const std::string init =
       !config.init.empty() && files::is_directory(config.init) ? committed_folder(config.init) : config.init;
-  pipeline::StageRunner runner(comm, c, source, init, config.resume, replication);
+  pipeline::StageRunner runner(comm, c, source, init, config.resume, replication, hf ? &hf_weights : nullptr);
   // Every stage of every replica writes its part into the step's folder;
   // once all have, rank 0 commits it (checkpoint_folder.h).
   auto save_checkpoint = [&](int64_t step) {
@@ -197,6 +218,20 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   // validation changes nothing a checkpoint holds).
   if (!config.save.empty()) {
     in_phase(c10::str(after, ": saving to ", config.save), [&] { save_checkpoint(steps); });
+  }
+  if (!config.save_hf.empty() && world.rank() == 0) {
+    // The stages' parameters as committed, in one model of the folder's family.
+    in_phase(c10::str(after, ": writing ", config.save_hf), [&] {
+      const auto saved = pipeline::StageCheckpoint::read_parameters(committed_folder(config.save));
+      const std::shared_ptr<ZooModel> whole = load_hf_model(config.init);
+      torch::NoGradGuard no_grad;
+      for (const auto& p : whole->named_parameters()) {
+        const auto it = saved.find(p.key());
+        if (it == saved.end()) throw FormatError(c10::str(config.save, ": the checkpoint has no tensor ", p.key()));
+        p.value().copy_(it->second);
+      }
+      save_hf_folder(*whole, config.init, config.save_hf);
+    });
   }
   const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
   r.val_loss = in_phase(after + ": the validation" + saved, [&] {

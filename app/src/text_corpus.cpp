@@ -11,19 +11,28 @@
 
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
+#include "actkit/text/tokenizer.h"
 
 namespace actkit::app {
 namespace {
 
-void append_file(const std::string& file, std::vector<uint8_t>& text) {
+// The tokens of one file: its bytes, or its tokenizer ids.
+void append_file(const std::string& file, const Tokenizer* tokenizer, std::vector<int32_t>& tokens) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw IoError(c10::str("text corpus: cannot read ", file), errno);
-  text.insert(text.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (tokenizer == nullptr) {
+    tokens.insert(tokens.end(), reinterpret_cast<const uint8_t*>(text.data()),
+                  reinterpret_cast<const uint8_t*>(text.data()) + text.size());
+    return;
+  }
+  for (int64_t id : tokenizer->encode(text)) tokens.push_back(int32_t(id));
 }
 
 }  // namespace
 
-TextCorpus::TextCorpus(const std::string& path, int64_t seq_len, int64_t train_limit) : seq_len_(seq_len) {
+TextCorpus::TextCorpus(const std::string& path, int64_t seq_len, int64_t train_limit, const Tokenizer* tokenizer)
+    : seq_len_(seq_len) {
   if (seq_len < 1) throw InvalidInput(c10::str("text corpus: sequence length must be >= 1, got ", seq_len));
   if (!files::exists(path)) {
     throw IoError(c10::str("text corpus: ", path, " does not exist",
@@ -44,14 +53,15 @@ TextCorpus::TextCorpus(const std::string& path, int64_t seq_len, int64_t train_l
       struct stat st;
       const bool dat = name.size() >= 4 && name.compare(name.size() - 4, 4, ".dat") == 0;
       if (dat || ::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      append_file(file, text_);
+      append_file(file, tokenizer, tokens_);
     }
   } else if (files::is_regular_file(path)) {
-    append_file(path, text_);
+    append_file(path, tokenizer, tokens_);
   }
-  const int64_t examples = text_.size() > size_t(seq_len) ? (int64_t(text_.size()) - 1) / seq_len : 0;
+  const int64_t examples = tokens_.size() > size_t(seq_len) ? (int64_t(tokens_.size()) - 1) / seq_len : 0;
   if (examples < 2) {
-    throw IoError(c10::str("text corpus: ", path, " holds ", text_.size(), " bytes, fewer than two examples of ",
+    throw IoError(c10::str("text corpus: ", path, " holds ", tokens_.size(), tokenizer ? " tokens" : " bytes",
+                           ", fewer than two examples of ",
                            seq_len + 1, path == kFortunesDir ? " (install Debian's fortunes package)" : ""),
                   ENOENT);
   }
@@ -72,7 +82,7 @@ std::pair<at::Tensor, at::Tensor> TextCorpus::examples(const std::vector<int64_t
     const bool train = id >= 0 && id < train_size_;
     const bool validation = id >= validation_first_ && id < validation_first_ + validation_size_;
     if (!train && !validation) throw InvalidInput(c10::str("text corpus: no example ", id));
-    const uint8_t* window = text_.data() + id * seq_len_;
+    const int32_t* window = tokens_.data() + id * seq_len_;
     for (int64_t t = 0; t < seq_len_; ++t) {
       in[r * seq_len_ + t] = window[t];
       out[r * seq_len_ + t] = window[t + 1];

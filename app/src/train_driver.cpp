@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "actkit/app/hf_folder.h"
 #include "actkit/app/level_memory.h"
 #include "actkit/app/level_switches.h"
 #include "actkit/app/memory_meter.h"
@@ -19,6 +20,7 @@
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "actkit/models/zoo.h"
+#include "actkit/text/tokenizer.h"
 
 namespace actkit::app {
 namespace {
@@ -34,16 +36,33 @@ struct StepTiming {
 
 DataSet training_data_set(const TrainConfig& c) {
   if (c.data) return *c.data;
-  return is_language_model(c.model) ? DataSet::kFortunes : DataSet::kFashionMnist;
+  const std::string model = c.init.empty() ? c.model : read_hf_config(c.init).zoo_name;
+  return is_language_model(model) ? DataSet::kFortunes : DataSet::kFashionMnist;
 }
 
 TrainResult run_training(const TrainConfig& c, const std::function<void(const TrainProgress&)>& on_progress) {
   if (c.epochs < 1 || c.batch < 1) throw InvalidInput("train: epochs and batch must be >= 1");
   if (!(c.lr > 0) || !std::isfinite(c.lr)) throw InvalidInput(c10::str("train: --lr: a finite rate > 0, got ", c.lr));
-  const ModelEntry& entry = find_model(c.model);
+  if (!c.save_hf.empty() && c.init.empty()) {
+    throw InvalidInput("train: --save-hf writes a Hugging Face folder: it needs --init with one");
+  }
+  // A Hugging Face folder names its own model (read before anything is built).
+  HfModelInfo hf;
+  if (!c.init.empty()) hf = read_hf_config(c.init);
+  const std::string model_name = c.init.empty() ? c.model : hf.zoo_name;
+  const ModelEntry& entry = find_model(model_name);
   const bool text = entry.task == Task::kLanguageModel;
   if (!text && (entry.task != Task::kClassification || entry.input != InputKind::kImages)) {
-    throw InvalidInput(c10::str("train: ", c.model, " takes token ids but is not a language model"));
+    throw InvalidInput(c10::str("train: ", c.init.empty() ? c.model : c.init + " (" + hf.architecture + ")",
+                                " takes token ids but is not a language model"));
+  }
+  if (!c.init.empty() && !text) {
+    throw InvalidInput(c10::str("train: --init ", c.init, ": ", hf.architecture,
+                                " is an image classifier; train fine-tunes Hugging Face language models"));
+  }
+  if (!c.init.empty() && c.shape.seq_len > hf.options.max_positions) {
+    throw InvalidInput(c10::str("train: --seq-len ", c.shape.seq_len, " is longer than ", c.init, "'s ",
+                                hf.options.max_positions, " positions"));
   }
   const at::Device device = parse_run_device(c.device, "train");
   apply_level_switches({c.level}, device);  // before anything touches the device
@@ -54,11 +73,16 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   d.seq_len = c.shape.seq_len;
   d.train_limit = c.train_limit;
   d.seed = c.seed;
+  if (!c.init.empty()) {
+    d.tokenizer = load_tokenizer(c.init);
+    d.vocab = hf.options.vocab_size;
+  }
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
 
   MemoryMeter meter(device);
   at::manual_seed(int64_t(c.seed));
-  auto model = make_model(c.model, training_model_options(c.model, c.shape));
+  std::shared_ptr<ZooModel> model =
+      c.init.empty() ? make_model(c.model, training_model_options(c.model, c.shape)) : load_hf_model(c.init);
   if (!c.resume.empty()) load_state_dict(*model, c.resume);
   model->to(device);
   const ConvertResult converted = convert(*model, c.level, c.seed);
@@ -118,6 +142,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   }
   r.step_time_ms = timing.mean_ms();
   if (!c.save.empty()) save_state_dict(*model, c.save);
+  if (!c.save_hf.empty()) save_hf_folder(*model, c.init, c.save_hf);
   return r;
 }
 

@@ -68,8 +68,8 @@ class ImageData : public TrainingData {
 // The fortunes (or any) text, as bytes.
 class CorpusText : public TrainingData {
  public:
-  CorpusText(const std::string& path, int64_t seq_len, int64_t limit, uint64_t seed)
-      : corpus_(path, seq_len, limit), seed_(seed) {}
+  CorpusText(const std::string& path, int64_t seq_len, int64_t limit, uint64_t seed, const Tokenizer* tokenizer)
+      : corpus_(path, seq_len, limit, tokenizer), seed_(seed) {}
   bool text() const override { return true; }
   int64_t train_size() const override { return corpus_.train_size(); }
   int64_t validation_size() const override { return corpus_.validation_size(); }
@@ -167,7 +167,8 @@ std::unique_ptr<TrainingData> TrainingData::open(const DataOptions& o) {
                                          load_fashion_mnist(dir, "t10k"), o.seed);
     }
     case DataSet::kFortunes:
-      return std::make_unique<CorpusText>(o.path.empty() ? kFortunesDir : o.path, o.seq_len, o.train_limit, o.seed);
+      return std::make_unique<CorpusText>(o.path.empty() ? kFortunesDir : o.path, o.seq_len, o.train_limit, o.seed,
+                                          o.tokenizer.get());
     case DataSet::kSynthetic: break;
   }
   if (o.text) return std::make_unique<SyntheticText>(o.seq_len, o.vocab, o.train_limit, o.seed);

@@ -56,6 +56,14 @@ c10::optional<Replacement> replacement_for(const std::shared_ptr<nn::Module>& ch
   if (auto m = std::dynamic_pointer_cast<MatMulImpl>(child)) {
     return wrap<QMatMulImpl>(m, ctrl, path, K::kLinear, "actkit::QMatMulImpl");
   }
+  // ACTkit's own modules for what LibTorch has none of (Llama's norm and
+  // SwiGLU's gating product).
+  if (auto m = std::dynamic_pointer_cast<RMSNormImpl>(child)) {
+    return wrap<QRMSNormImpl>(m, ctrl, path, K::kNorm, "actkit::QRMSNormImpl");
+  }
+  if (auto m = std::dynamic_pointer_cast<MulImpl>(child)) {
+    return wrap<QMulImpl>(m, ctrl, path, K::kActivation, "actkit::QMulImpl");
+  }
 #undef ACTKIT_TRY
   return c10::nullopt;
 }

@@ -266,6 +266,36 @@ uint64_t file_size(const std::string& path) {
   return uint64_t(st.st_size);
 }
 
+std::string read_small_file(const std::string& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open", path, errno);
+  std::string out;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno != 0 ? errno : EINVAL;
+    ::close(fd);
+    fail("cannot read (not a regular file)", path, err);
+  }
+  if (uint64_t(st.st_size) > max_bytes) {
+    ::close(fd);
+    throw FormatError(c10::str(path, ": ", st.st_size, " bytes, more than the ", max_bytes, " expected of it"));
+  }
+  out.resize(size_t(st.st_size));
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      fail("cannot read", path, err);
+    }
+    done += size_t(n);
+  }
+  ::close(fd);
+  return out;
+}
+
 void resize_file(const std::string& path, uint64_t bytes) {
   if (::truncate(path.c_str(), off_t(bytes)) != 0) fail("cannot resize", path, errno);
 }

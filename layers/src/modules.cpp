@@ -133,6 +133,28 @@ at::Tensor QLayerNormImpl::forward(const at::Tensor& x) {
                      inner_->options.eps(), layer_);
 }
 
+RMSNormImpl::RMSNormImpl(int64_t size, double eps) : torch::nn::Module("actkit::RMSNorm"), eps_(eps) {
+  if (size < 1 || !(eps >= 0)) {
+    throw InvalidInput(c10::str("RMSNorm: needs size >= 1 and eps >= 0, got ", size, " and ", eps));
+  }
+  weight = register_parameter("weight", at::ones({size}));
+}
+
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) { return rms_norm(x, weight, eps_); }
+
+at::Tensor QRMSNormImpl::forward(const at::Tensor& x) {
+  if (!compresses(x)) return plain(x);
+  return qrms_norm(x, inner_->weight, inner_->eps(), layer_);
+}
+
+// --- element-wise product ---------------------------------------------------
+
+at::Tensor QMulImpl::forward(const at::Tensor& a, const at::Tensor& b) {
+  // As QMatMul: either operand needing a gradient counts.
+  if (!compresses(a.requires_grad() ? a : b)) return plain(a, b);
+  return qmul(a, b, layer_);
+}
+
 // --- activations and dropout ------------------------------------------------
 
 at::Tensor QReLUImpl::forward(const at::Tensor& x) {

@@ -52,7 +52,7 @@ at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targe
 }
 
 std::vector<ModelPiece> ZooModel::pieces() {
-  throw InvalidInput(c10::str(name(), " cannot be split into pipeline stages (gpt2 and gpt2-small can)"));
+  throw InvalidInput(c10::str(name(), " cannot be split into pipeline stages (gpt2, gpt2-small and llama can)"));
 }
 
 at::Tensor ZooModel::example_input(int64_t batch, int64_t size) const {
@@ -82,6 +82,7 @@ const std::vector<ModelEntry>& model_registry() {
   static const std::vector<ModelEntry> registry = [] {
     std::vector<ModelEntry> all = detail::cnn_models();
     for (ModelEntry& e : detail::transformer_models()) all.push_back(std::move(e));
+    for (ModelEntry& e : detail::llama_models()) all.push_back(std::move(e));
     return all;
   }();
   return registry;

@@ -9,5 +9,6 @@ namespace actkit::detail {
 
 std::vector<ModelEntry> cnn_models();
 std::vector<ModelEntry> transformer_models();
+std::vector<ModelEntry> llama_models();
 
 }  // namespace actkit::detail

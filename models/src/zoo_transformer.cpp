@@ -18,12 +18,17 @@ namespace {
 
 namespace nn = torch::nn;
 
+// ModelOptions::norm_eps where set, else the norm's own default.
+double eps_or(const ModelOptions& o, double fallback) { return o.norm_eps > 0 ? o.norm_eps : fallback; }
+
 struct BlockConfig {
   int64_t hidden, heads;
   double dropout;
   bool causal;       // GPT-2: each token sees only the past
   bool pre_norm;     // GPT-2 / ViT: x + f(ln(x)); BERT: ln(x + f(x))
   std::string gelu;  // "tanh" (GPT-2) or "none"
+  int64_t intermediate;  // MLP width
+  double eps;            // the blocks' LayerNorm epsilon
 };
 
 class SelfAttentionImpl : public ReplaceableModule {
@@ -64,9 +69,9 @@ class MlpImpl : public ReplaceableModule {
  public:
   explicit MlpImpl(const BlockConfig& c)
       : ReplaceableModule("Mlp"),
-        c_fc_(add_slot("c_fc", nn::Linear(c.hidden, 4 * c.hidden))),
+        c_fc_(add_slot("c_fc", nn::Linear(c.hidden, c.intermediate))),
         act_(add_slot("act", nn::GELU(nn::GELUOptions().approximate(c.gelu)))),
-        c_proj_(add_slot("c_proj", nn::Linear(4 * c.hidden, c.hidden))),
+        c_proj_(add_slot("c_proj", nn::Linear(c.intermediate, c.hidden))),
         drop_(add_slot("drop", nn::Dropout(c.dropout))) {}
 
   at::Tensor forward(const at::Tensor& x) { return drop_.forward(c_proj_.forward(act_.forward(c_fc_.forward(x)))); }
@@ -80,8 +85,8 @@ class BlockImpl : public ReplaceableModule {
  public:
   explicit BlockImpl(const BlockConfig& c)
       : ReplaceableModule("TransformerBlock"), pre_norm_(c.pre_norm),
-        ln_1_(add_slot("ln_1", nn::LayerNorm(nn::LayerNormOptions({c.hidden}).eps(1e-5)))),
-        ln_2_(add_slot("ln_2", nn::LayerNorm(nn::LayerNormOptions({c.hidden}).eps(1e-5)))) {
+        ln_1_(add_slot("ln_1", nn::LayerNorm(nn::LayerNormOptions({c.hidden}).eps(c.eps)))),
+        ln_2_(add_slot("ln_2", nn::LayerNorm(nn::LayerNormOptions({c.hidden}).eps(c.eps)))) {
     attn_ = register_module("attn", SelfAttention(c));
     mlp_ = register_module("mlp", Mlp(c));
   }
@@ -121,12 +126,13 @@ class GPT2Impl : public ZooModel {
  public:
   GPT2Impl(const std::string& name, const ModelOptions& o)
       : ZooModel(name, Task::kLanguageModel), vocab_(o.vocab_size), max_positions_(o.max_positions) {
-    const BlockConfig c{o.hidden, o.heads, o.dropout, /*causal=*/true, /*pre_norm=*/true, "tanh"};
+    const BlockConfig c{o.hidden, o.heads, o.dropout, /*causal=*/true, /*pre_norm=*/true, "tanh", o.intermediate,
+                        eps_or(o, 1e-5)};
     wte_ = register_module("wte", nn::Embedding(o.vocab_size, o.hidden));
     wpe_ = register_module("wpe", nn::Embedding(o.max_positions, o.hidden));
     drop_ = &add_slot("drop", nn::Dropout(o.dropout));
     h_ = register_module("h", make_blocks(o.layers, c));
-    ln_f_ = &add_slot("ln_f", nn::LayerNorm(nn::LayerNormOptions({o.hidden}).eps(1e-5)));
+    ln_f_ = &add_slot("ln_f", nn::LayerNorm(nn::LayerNormOptions({o.hidden}).eps(eps_or(o, 1e-5))));
     // GPT-2's initialization: N(0, 0.02) for embeddings and weights, the
     // residual projections scaled down by sqrt(2 * layers), zero biases.
     // LibTorch's defaults (N(0, 1) embeddings) would start the tied output
@@ -201,10 +207,11 @@ class BertImpl : public ZooModel {
   BertImpl(const std::string& name, const ModelOptions& o)
       : ZooModel(name, Task::kClassification), vocab_(o.vocab_size), max_positions_(o.max_positions) {
     num_classes_ = o.num_classes;
-    const BlockConfig c{o.hidden, o.heads, o.dropout, /*causal=*/false, /*pre_norm=*/false, "none"};
+    const BlockConfig c{o.hidden, o.heads, o.dropout, /*causal=*/false, /*pre_norm=*/false, "none", o.intermediate,
+                        eps_or(o, 1e-5)};
     word_embeddings_ = register_module("word_embeddings", nn::Embedding(o.vocab_size, o.hidden));
     position_embeddings_ = register_module("position_embeddings", nn::Embedding(o.max_positions, o.hidden));
-    emb_norm_ = &add_slot("emb_norm", nn::LayerNorm(nn::LayerNormOptions({o.hidden}).eps(1e-12)));
+    emb_norm_ = &add_slot("emb_norm", nn::LayerNorm(nn::LayerNormOptions({o.hidden}).eps(eps_or(o, 1e-12))));
     emb_drop_ = &add_slot("emb_drop", nn::Dropout(o.dropout));
     layer_ = register_module("layer", make_blocks(o.layers, c));
     pooler_ = &add_slot("pooler", nn::Linear(o.hidden, o.hidden));
@@ -246,14 +253,15 @@ class ViTImpl : public ZooModel {
                                   o.patch_size));
     }
     const int64_t patches = (o.image_size / o.patch_size) * (o.image_size / o.patch_size);
-    const BlockConfig c{o.hidden, o.heads, o.dropout, /*causal=*/false, /*pre_norm=*/true, "none"};
+    const BlockConfig c{o.hidden, o.heads, o.dropout, /*causal=*/false, /*pre_norm=*/true, "none", o.intermediate,
+                        eps_or(o, 1e-5)};
     conv_proj_ = &add_slot("conv_proj", nn::Conv2d(nn::Conv2dOptions(o.in_channels, o.hidden, o.patch_size)
                                                         .stride(o.patch_size)));
     class_token_ = register_parameter("class_token", at::zeros({1, 1, o.hidden}));
     pos_embedding_ = register_parameter("pos_embedding", at::randn({1, patches + 1, o.hidden}) * 0.02);
     drop_ = &add_slot("dropout", nn::Dropout(o.dropout));
     layers_ = register_module("layers", make_blocks(o.layers, c));
-    ln_ = &add_slot("ln", nn::LayerNorm(nn::LayerNormOptions({o.hidden}).eps(1e-6)));
+    ln_ = &add_slot("ln", nn::LayerNorm(nn::LayerNormOptions({o.hidden}).eps(eps_or(o, 1e-6))));
     head_ = &add_slot("head", nn::Linear(o.hidden, o.num_classes));
   }
 
@@ -295,6 +303,20 @@ std::function<std::shared_ptr<ZooModel>(const std::string&, const ModelOptions&)
       throw InvalidInput(c10::str(name, ": hidden (", o.hidden, ") must be a positive multiple of heads (", o.heads,
                                   ")"));
     }
+    // Options of llama's attention that these blocks cannot honour.
+    if (o.kv_heads != 0 && o.kv_heads != o.heads) {
+      throw InvalidInput(c10::str(name, ": kv_heads (", o.kv_heads, ") must be 0 or heads (", o.heads,
+                                  "); grouped-query attention is llama's"));
+    }
+    if (o.head_dim != 0 && o.head_dim != o.hidden / o.heads) {
+      throw InvalidInput(c10::str(name, ": head_dim (", o.head_dim, ") must be 0 or hidden / heads (",
+                                  o.hidden / o.heads, ")"));
+    }
+    if (o.intermediate < 0 || !(o.norm_eps >= 0)) {
+      throw InvalidInput(c10::str(name, ": intermediate (", o.intermediate, ") and norm_eps (", o.norm_eps,
+                                  ") must be >= 0"));
+    }
+    if (o.intermediate == 0) o.intermediate = 4 * o.hidden;
     switch (family) {
       case Family::kGPT2: return std::make_shared<GPT2Impl>(name, o);
       case Family::kBert:

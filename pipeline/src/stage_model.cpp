@@ -67,7 +67,8 @@ std::vector<double> piece_costs(Communicator& comm, const PipelineConfig& config
 
 }  // namespace
 
-StageModel::StageModel(Communicator& comm, const PipelineConfig& config, const std::string& init)
+StageModel::StageModel(Communicator& comm, const PipelineConfig& config, const std::string& init,
+                       const std::map<std::string, at::Tensor>* initial)
     : stage_(comm.rank()) {
   at::manual_seed(int64_t(config.seed));  // the same initial weights on every rank
   model_ = make_model(config.model, config.model_options);
@@ -96,8 +97,8 @@ StageModel::StageModel(Communicator& comm, const PipelineConfig& config, const s
     if (stages.size() > 1 && mine.count(name) != 0) shared_.push_back({name, stages});
   }
 
-  if (!init.empty()) {
-    const auto tensors = StageCheckpoint::read_parameters(init);
+  if (!init.empty() || initial != nullptr) {
+    const auto tensors = initial != nullptr ? *initial : StageCheckpoint::read_parameters(init);
     torch::NoGradGuard no_grad;
     for (const auto& name : param_names_) {
       const auto it = tensors.find(name);

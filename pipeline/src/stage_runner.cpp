@@ -21,7 +21,7 @@ int64_t fp32_message_bytes(int64_t numel) {
 }  // namespace
 
 StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init,
-                         bool resume, Replication replication)
+                         bool resume, Replication replication, const std::map<std::string, at::Tensor>* initial)
     : comm_(comm),
       config_(config),
       data_(data),
@@ -44,7 +44,8 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
   }
   // Agree on the configuration before anything else crosses between ranks.
   comm_.handshake(config_.facts());
-  model_ = std::make_unique<StageModel>(comm_, config_, init);
+  if (resume && initial != nullptr) throw InvalidInput("resume: continues from its checkpoint, not from given weights");
+  model_ = std::make_unique<StageModel>(comm_, config_, init, initial);
   make_optimizers();
   if (resume) {
     if (init.empty()) throw InvalidInput("resume: no checkpoint directory given");

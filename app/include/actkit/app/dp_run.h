@@ -38,6 +38,11 @@ struct DpRunConfig {
   uint64_t seed = 0;                // weights, data order, rounding
   std::string save;                 // directory for the model and every rank's optimizer state at the end
   std::string resume;               // continue the run a `save` directory holds
+  // A Hugging Face folder (app/hf_folder.h) of a language model: the
+  // model, its first weights (unless resuming) and the tokenizer of the
+  // text; `model` must be its zoo model and `shape` (but seq_len) is unused.
+  std::string init;
+  std::string save_hf;  // with `init`: rank 0 writes the trained model here as a Hugging Face folder
   bool allow_non_finite = false;    // train on past a NaN or infinite loss
   LinkMode link = LinkMode::kProcess;
   LinkSpec egress;                  // each worker's link (rate 0 where tc shapes it)

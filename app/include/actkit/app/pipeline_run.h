@@ -34,6 +34,9 @@ struct PipelineRunConfig {
   std::string init;   // checkpoint to start from (file, or a --save directory)
   bool resume = false;  // init is a --save directory to continue exactly
   std::string save;     // directory for each stage's checkpoint at the end
+  // With `init` a Hugging Face folder and `save`: rank 0 writes the trained
+  // model (read back from the saved checkpoint) here as one.
+  std::string save_hf;
   int64_t save_every = 0;  // also checkpoint every N steps
   double aqsgd_warmup_epochs = 1;  // aqsgd: epochs sent in full precision
   // pipeline.replicas > 1: the optimizer across the replicas of a stage

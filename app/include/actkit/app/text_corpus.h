@@ -1,7 +1,9 @@
 // A byte-level text corpus for the language models: by default the English
 // of Debian's `fortunes` package (about 2.5 MB under
-// /usr/share/games/fortunes). Tokens are bytes (a vocabulary of 256);
-// example i is the window of seq_len + 1 bytes starting at byte i * seq_len
+// /usr/share/games/fortunes). Tokens are bytes (a vocabulary of 256), or a
+// model's own tokenizer's ids (text/tokenizer.h; each file tokenized on its
+// own, then concatenated); example i is the window of seq_len + 1 tokens
+// starting at token i * seq_len
 // (inputs: its first seq_len bytes, labels: its last seq_len), so an
 // example's id is its index and stays the same from run to run. The last
 // 5 % of the examples are the validation set; they hold text no training
@@ -16,6 +18,10 @@
 
 #include "actkit/app/share_shuffle.h"
 
+namespace actkit {
+class Tokenizer;
+}
+
 namespace actkit::app {
 
 constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
@@ -27,11 +33,12 @@ class TextCorpus {
   // keeps only the first that many training examples. Throws InvalidInput
   // for seq_len < 1; IoError naming the path (and, for the default, the
   // package to install) when nothing can be read, or when the text makes
-  // fewer than 2 examples.
-  TextCorpus(const std::string& path, int64_t seq_len, int64_t train_limit = 0);
+  // fewer than 2 examples. `tokenizer` (may be null: bytes) is used only
+  // while constructing.
+  TextCorpus(const std::string& path, int64_t seq_len, int64_t train_limit = 0, const Tokenizer* tokenizer = nullptr);
 
   int64_t seq_len() const { return seq_len_; }
-  int64_t bytes() const { return int64_t(text_.size()); }
+  int64_t tokens() const { return int64_t(tokens_.size()); }
   int64_t train_size() const { return train_size_; }
   int64_t validation_size() const { return validation_size_; }
 
@@ -54,7 +61,7 @@ class TextCorpus {
   int64_t validation_id(int64_t i) const;
 
  private:
-  std::vector<uint8_t> text_;
+  std::vector<int32_t> tokens_;
   int64_t seq_len_;
   int64_t train_size_ = 0, validation_size_ = 0, validation_first_ = 0;
   ShareShuffle shuffle_;

@@ -30,7 +30,12 @@ struct TrainConfig {
   // so its --init reads what --save writes here.
   LanguageModelShape shape;
   bool allow_non_finite = false;  // train on past a NaN or infinite loss
+  // A Hugging Face folder (app/hf_folder.h): the model, its weights and, for
+  // text, its tokenizer come from there; `model` and `shape` (but seq_len)
+  // are not used.
+  std::string init;
   std::string save;    // write the trained weights here (torch.save state dict)
+  std::string save_hf; // with `init`: write the trained model here as a Hugging Face folder
   std::string resume;  // start from these weights (a state dict; the optimizer starts afresh)
 };
 

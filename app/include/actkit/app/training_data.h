@@ -22,6 +22,10 @@
 
 #include "actkit/models/zoo.h"
 
+namespace actkit {
+class Tokenizer;
+}
+
 namespace actkit::app {
 
 enum class DataSet {
@@ -47,6 +51,8 @@ struct DataOptions {
   // (0: 4096). Synthetic text: N examples (0: every example new, an endless set).
   int64_t train_limit = 0;
   uint64_t seed = 0;      // the shuffles and the synthetic draws
+  // Text: a model's own tokenizer (text/tokenizer.h); null: bytes.
+  std::shared_ptr<const Tokenizer> tokenizer;
 };
 
 // Examples as a batch: images (N, 1, 28, 28) float and labels (N) int64, or

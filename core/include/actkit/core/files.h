@@ -112,5 +112,9 @@ std::string make_private_directory(const std::string& parent, const std::string&
 std::string parent_path(const std::string& path);
 // The target of the symbolic link `path`.
 std::string read_link(const std::string& path);
+// The whole content of the regular file `path`. Throws IoError naming it
+// when it cannot be read, and FormatError when it holds more than
+// `max_bytes` (configuration files: a bound before anything is allocated).
+std::string read_small_file(const std::string& path, uint64_t max_bytes);
 
 }  // namespace actkit::files

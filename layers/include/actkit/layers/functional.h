@@ -63,6 +63,20 @@ at::Tensor qbatch_norm(const at::Tensor& x, const c10::optional<at::Tensor>& wei
 at::Tensor qlayer_norm(const at::Tensor& x, at::IntArrayRef normalized_shape, const c10::optional<at::Tensor>& weight,
                        const c10::optional<at::Tensor>& bias, double eps, const LayerHandle& layer);
 
+// RMS norm over the last dim, as transformers' LlamaRMSNorm computes it:
+// x * rsqrt(mean(x^2, -1) + eps) in fp32 (fp16/bf16 inputs upcast, fp64
+// stays fp64), cast back to x's dtype, then times `weight` (the size of x's
+// last dim). rms_norm is the plain op; qrms_norm computes the same values
+// and saves the quantized input and the per-row rsqrt for backward. Throws
+// InvalidInput for a weight that does not match x's last dim.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+at::Tensor qrms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, const LayerHandle& layer);
+
+// Element-wise a * b of one shape and dtype (SwiGLU's silu(gate) * up);
+// saves both operands quantized (each once if they are the same tensor).
+// Throws InvalidInput for operands that differ in shape or dtype.
+at::Tensor qmul(const at::Tensor& a, const at::Tensor& b, const LayerHandle& layer);
+
 // ReLU; saves a 1-bit mask. `inplace` overwrites x (which must not be a
 // leaf that requires grad, as for at::relu_) and returns it.
 at::Tensor qrelu(const at::Tensor& x, const LayerHandle& layer, bool inplace = false);

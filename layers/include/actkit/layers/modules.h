@@ -221,6 +221,50 @@ class QMatMulImpl : public QModuleBase<MatMulImpl> {
   at::Tensor forward(const at::Tensor& a, const at::Tensor& b);
 };
 
+// RMS norm over the last dim with a learned scale, rounding as transformers'
+// LlamaRMSNorm does (LibTorch 1.13 has no such module): rms_norm() in
+// functional.h. `weight` starts at ones.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  // Throws InvalidInput for size < 1 or eps < 0.
+  explicit RMSNormImpl(int64_t size, double eps = 1e-6);
+  at::Tensor forward(const at::Tensor& x);
+  double eps() const { return eps_; }
+
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+
+// The compressed RMSNorm: saves the quantized input and the per-row rsqrt.
+class QRMSNormImpl : public QModuleBase<RMSNormImpl> {
+ public:
+  using QModuleBase::QModuleBase;
+  at::Tensor forward(const at::Tensor& x);
+};
+
+// a * b (same shape) as a module, so that a model's gating product
+// (SwiGLU's silu(gate) * up) goes through something convert() can swap; as
+// a plain tensor product autograd would keep both operands in fp32.
+class MulImpl : public torch::nn::Module {
+ public:
+  MulImpl() : torch::nn::Module("actkit::Mul") {}
+  at::Tensor forward(const at::Tensor& a, const at::Tensor& b) { return a * b; }
+};
+
+// The compressed Mul: plain a * b unless compressing; then both operands
+// quantized, each with its own budget (kind: activation).
+class QMulImpl : public QModuleBase<MulImpl> {
+ public:
+  QMulImpl(std::shared_ptr<MulImpl> inner, std::shared_ptr<Controller> controller, const std::string& name,
+           LayerKind kind = LayerKind::kActivation)
+      : QModuleBase(std::move(inner), std::move(controller), name, kind) {}
+  QMulImpl(std::shared_ptr<Controller> controller, const std::string& name)
+      : QMulImpl(std::make_shared<MulImpl>(), std::move(controller), name) {}
+  at::Tensor forward(const at::Tensor& a, const at::Tensor& b);
+};
+
 TORCH_MODULE(QConv1d);
 TORCH_MODULE(QConv2d);
 TORCH_MODULE(QConv3d);
@@ -239,5 +283,9 @@ TORCH_MODULE(QMaxPool2d);
 TORCH_MODULE(QAvgPool2d);
 TORCH_MODULE(MatMul);
 TORCH_MODULE(QMatMul);
+TORCH_MODULE(RMSNorm);
+TORCH_MODULE(QRMSNorm);
+TORCH_MODULE(Mul);
+TORCH_MODULE(QMul);
 
 }  // namespace actkit

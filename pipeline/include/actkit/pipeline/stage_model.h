@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/ordered_dict.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -25,10 +26,14 @@ class StageModel {
   // BalanceBy::kTime rank 0 times the pieces and sends the times to the
   // others, so every rank cuts alike. `init`: a state-dict file, or a
   // directory of stage files (StageCheckpoint::read_parameters); empty:
-  // the seeded initial weights. Throws FormatError for a checkpoint that
-  // lacks a parameter or holds another shape, CommError when rank 0's
-  // times do not arrive or do not fit.
-  StageModel(Communicator& comm, const PipelineConfig& config, const std::string& init);
+  // the seeded initial weights. `initial` (may be null), when given,
+  // replaces reading `init`: the whole model's tensors by name, read by the
+  // caller (a Hugging Face folder, app/hf_folder.h), `init` then naming
+  // them in errors. Throws FormatError for a checkpoint that lacks a
+  // parameter or holds another shape, CommError when rank 0's times do not
+  // arrive or do not fit.
+  StageModel(Communicator& comm, const PipelineConfig& config, const std::string& init,
+             const std::map<std::string, at::Tensor>* initial = nullptr);
 
   int stage() const { return stage_; }
   // Stage s runs pieces [bounds()[s], bounds()[s + 1]).

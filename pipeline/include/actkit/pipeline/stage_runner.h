@@ -7,6 +7,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,9 +66,11 @@ class StageRunner {
   // start_step() exactly as if it had not stopped. Throws InvalidInput for
   // a bad config, CommError when the ranks (or the two sides of a
   // boundary's buffers) disagree or one is missing, FormatError for an
-  // unreadable checkpoint.
+  // unreadable checkpoint. `initial` (may be null; not with `resume`): the
+  // first weights by name, read by the caller (see StageModel).
   StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init = "",
-              bool resume = false, Replication replication = {});
+              bool resume = false, Replication replication = {},
+              const std::map<std::string, at::Tensor>* initial = nullptr);
   ~StageRunner();
 
   int stage() const { return at_.stage; }

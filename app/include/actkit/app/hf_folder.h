@@ -1,0 +1,76 @@
+// Hugging Face model folders in and out: config.json plus model.safetensors
+// (or its shards and index, or pytorch_model.bin) as save_pretrained writes
+// them, read into a zoo model and written back from one. Four families:
+// gpt2 (GPT2LMHeadModel, GPT2Model), bert (BertForSequenceClassification,
+// BertModel), vit (ViTForImageClassification, ViTModel) and llama
+// (LlamaForCausalLM, Qwen2ForCausalLM and their bare models). The name and
+// layout mapping of each is in docs/formats.md#hugging-face-folders.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actkit/models/zoo.h"
+
+namespace actkit::app {
+
+enum class HfFamily { kGpt2, kBert, kVit, kLlama };
+
+// What config.json says, in the zoo's terms.
+struct HfModelInfo {
+  HfFamily family = HfFamily::kGpt2;
+  std::string model_type;    // config.json's model_type: "gpt2", "bert", "vit", "llama", "qwen2"
+  std::string architecture;  // its architectures[0], e.g. "Qwen2ForCausalLM"
+  std::string zoo_name;      // the zoo model it maps onto: "gpt2", "bert", "vit", "llama"
+  ModelOptions options;      // the shape and settings config.json gives
+  // False for a bare encoder (BertModel, ViTModel) or decoder (GPT2Model,
+  // LlamaModel): the task head the zoo model adds starts fresh.
+  bool has_head = true;
+  std::string config_json;   // config.json's text, written back by save_hf_folder
+};
+
+// Whether `path` is a folder holding a config.json (the test commands use
+// to tell a Hugging Face folder from a checkpoint).
+bool is_hf_folder(const std::string& path);
+
+// Reads DIR/config.json. Throws FormatError naming the file and the key for
+// a missing or malformed file, an unknown model_type or architecture, a
+// setting the zoo does not implement (an activation other than the
+// family's, relative position embeddings, sliding-window attention, ...).
+HfModelInfo read_hf_config(const std::string& dir);
+
+struct HfLoadReport {
+  int64_t tensors = 0;               // zoo tensors filled from the folder
+  std::vector<std::string> fresh;    // zoo tensors the folder has no value for (a bare model's head)
+  std::vector<std::string> ignored;  // folder tensors the zoo model does not use (buffers transformers rebuilds)
+  std::string weights_file;          // the file (or index) read
+};
+
+// The zoo model of DIR with the folder's weights, in fp32 on the CPU.
+// Throws FormatError naming the file and the tensor for a missing tensor, a
+// shape that config.json does not make, or what the safetensors or
+// torch.save reader refuses.
+std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* info = nullptr,
+                                        HfLoadReport* report = nullptr);
+
+// Zoo-named tensors (a model's parameters, or their gradients) under the
+// folder's names and layouts of the family's headed model (GPT2LMHeadModel,
+// BertForSequenceClassification, ...). BERT's position table goes to
+// position_embeddings whole (the token-type row it holds stays there).
+// Names the family does not map are left out.
+std::map<std::string, at::Tensor> hf_named(const HfModelInfo& info, const std::map<std::string, at::Tensor>& zoo);
+
+// Writes `model` (built by load_hf_model from `source_dir`, trained since,
+// possibly converted) to the folder `out` as transformers reads it:
+// config.json (the source's, dtype float32), model.safetensors (fp32, the
+// family's own names and layouts; tensors of the source the zoo does not
+// use are carried over unchanged), and the source's tokenizer and
+// generation files copied. Every file is written atomically; `out` is
+// created if missing. Throws IoError naming the file.
+void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::string& out);
+
+}  // namespace actkit::app

@@ -1,0 +1,274 @@
+// config.json of a Hugging Face folder, in the zoo's terms: which family,
+// which shape, and a refusal for every setting the zoo does not implement
+// (a model that loads but computes something else would be worse than no
+// model).
+#include <c10/util/StringUtil.h>
+
+#include <nlohmann/json.hpp>
+
+#include "actkit/app/hf_folder.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/files.h"
+
+namespace actkit::app {
+namespace {
+
+using json = nlohmann::json;
+
+// A config.json is a few KB; 16 MiB leaves room for huge id2label maps.
+constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;
+
+class Config {
+ public:
+  Config(std::string file, json j) : file_(std::move(file)), j_(std::move(j)) {}
+
+  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+
+  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw missing(key);
+    }
+    const json& v = j_[key];
+    if (!v.is_number_integer()) throw wrong(key, "an integer");
+    const int64_t x = v.get<int64_t>();
+    if (x < 0) throw wrong(key, "an integer >= 0");
+    return x;
+  }
+  double number(const char* key, std::optional<double> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw missing(key);
+    }
+    if (!j_[key].is_number()) throw wrong(key, "a number");
+    return j_[key].get<double>();
+  }
+  std::string text(const char* key, std::optional<std::string> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw missing(key);
+    }
+    if (!j_[key].is_string()) throw wrong(key, "a string");
+    return j_[key].get<std::string>();
+  }
+  bool flag(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_boolean()) throw wrong(key, "true or false");
+    return j_[key].get<bool>();
+  }
+  const json& raw() const { return j_; }
+
+  // A setting whose value the zoo does not implement.
+  FormatError unsupported(const std::string& key, const std::string& value, const std::string& supported) const {
+    return FormatError(c10::str(file_, ": ", key, " is ", value, "; the zoo implements ", supported));
+  }
+  FormatError missing(const std::string& key) const { return FormatError(c10::str(file_, ": no \"", key, "\"")); }
+  FormatError wrong(const std::string& key, const std::string& what) const {
+    return FormatError(c10::str(file_, ": \"", key, "\" must be ", what));
+  }
+
+ private:
+  std::string file_;
+  json j_;
+};
+
+void require_text(const Config& c, const char* key, const std::vector<std::string>& allowed, const std::string& fallback) {
+  const std::string v = c.text(key, fallback);
+  for (const auto& a : allowed) {
+    if (v == a) return;
+  }
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : " or ") + a;
+  throw c.unsupported(key, v, list);
+}
+
+void require_flag(const Config& c, const char* key, bool want, bool fallback) {
+  if (c.flag(key, fallback) != want) throw c.unsupported(key, want ? "false" : "true", want ? "true" : "false");
+}
+
+// Classes of a classifier head: id2label's size, else num_labels, else
+// transformers' default of 2.
+int64_t num_labels(const Config& c) {
+  if (c.has("id2label") && c.raw()["id2label"].is_object() && !c.raw()["id2label"].empty()) {
+    return int64_t(c.raw()["id2label"].size());
+  }
+  return c.integer("num_labels", 2);
+}
+
+void read_gpt2(const Config& c, HfModelInfo& m) {
+  ModelOptions& o = m.options;
+  o.vocab_size = c.integer("vocab_size");
+  o.max_positions = c.integer("n_positions");
+  o.hidden = c.integer("n_embd");
+  o.layers = c.integer("n_layer");
+  o.heads = c.integer("n_head");
+  o.intermediate = c.integer("n_inner", 0);  // null: 4 * n_embd
+  o.norm_eps = c.number("layer_norm_epsilon", 1e-5);
+  o.dropout = c.number("resid_pdrop", 0.1);
+  // gelu_new and gelu_pytorch_tanh are one function (tanh approximation).
+  require_text(c, "activation_function", {"gelu_new", "gelu_pytorch_tanh"}, "gelu_new");
+  require_flag(c, "scale_attn_weights", true, true);
+  require_flag(c, "scale_attn_by_inverse_layer_idx", false, false);
+  require_flag(c, "add_cross_attention", false, false);
+  m.zoo_name = "gpt2";
+  m.has_head = m.architecture != "GPT2Model";
+}
+
+// What BERT's and ViT's configs say alike: the encoder and its classifier.
+void read_encoder(const Config& c, ModelOptions& o, double default_dropout) {
+  o.hidden = c.integer("hidden_size");
+  o.layers = c.integer("num_hidden_layers");
+  o.heads = c.integer("num_attention_heads");
+  o.intermediate = c.integer("intermediate_size");
+  o.norm_eps = c.number("layer_norm_eps", 1e-12);
+  o.dropout = c.number("hidden_dropout_prob", default_dropout);
+  o.num_classes = num_labels(c);
+  require_text(c, "hidden_act", {"gelu"}, "gelu");
+}
+
+void read_bert(const Config& c, HfModelInfo& m) {
+  ModelOptions& o = m.options;
+  o.vocab_size = c.integer("vocab_size");
+  o.max_positions = c.integer("max_position_embeddings");
+  read_encoder(c, o, 0.1);
+  require_text(c, "position_embedding_type", {"absolute"}, "absolute");
+  require_flag(c, "is_decoder", false, false);
+  m.zoo_name = "bert";
+  m.has_head = m.architecture == "BertForSequenceClassification";
+}
+
+void read_vit(const Config& c, HfModelInfo& m) {
+  ModelOptions& o = m.options;
+  read_encoder(c, o, 0.0);
+  o.image_size = c.integer("image_size");
+  o.patch_size = c.integer("patch_size");
+  o.in_channels = c.integer("num_channels", 3);
+  require_flag(c, "qkv_bias", true, true);
+  m.zoo_name = "vit";
+  m.has_head = m.architecture == "ViTForImageClassification";
+}
+
+void read_rope(const Config& c, ModelOptions& o) {
+  // transformers 5 writes rope_parameters {rope_type, rope_theta, ...};
+  // earlier versions rope_theta and rope_scaling {rope_type or type, ...}.
+  json p = json::object();
+  if (c.has("rope_parameters")) {
+    p = c.raw()["rope_parameters"];
+  } else if (c.has("rope_scaling")) {
+    p = c.raw()["rope_scaling"];
+  }
+  if (!p.is_object()) throw c.wrong("rope_parameters", "an object");
+  Config rope("config.json's rope parameters", p);
+  o.rope_theta = rope.has("rope_theta") ? rope.number("rope_theta") : c.number("rope_theta", 10000.0);
+  const std::string type = rope.has("rope_type") ? rope.text("rope_type") : rope.text("type", "default");
+  if (type == "default") {
+    o.rope_scaling = {};
+  } else if (type == "llama3") {
+    o.rope_scaling.kind = RopeScaling::Kind::kLlama3;
+    o.rope_scaling.factor = rope.number("factor");
+    o.rope_scaling.low_freq_factor = rope.number("low_freq_factor");
+    o.rope_scaling.high_freq_factor = rope.number("high_freq_factor");
+    o.rope_scaling.original_max_positions = rope.integer("original_max_position_embeddings");
+  } else {
+    throw c.unsupported("rope_type", type, "default or llama3");
+  }
+}
+
+void read_llama(const Config& c, HfModelInfo& m) {
+  ModelOptions& o = m.options;
+  o.vocab_size = c.integer("vocab_size");
+  o.max_positions = c.integer("max_position_embeddings");
+  o.hidden = c.integer("hidden_size");
+  o.layers = c.integer("num_hidden_layers");
+  o.heads = c.integer("num_attention_heads");
+  o.kv_heads = c.integer("num_key_value_heads", o.heads);
+  o.head_dim = c.integer("head_dim", 0);
+  o.intermediate = c.integer("intermediate_size");
+  o.norm_eps = c.number("rms_norm_eps", 1e-6);
+  o.dropout = c.number("attention_dropout", 0.0);
+  o.tie_embeddings = c.flag("tie_word_embeddings", false);
+  read_rope(c, o);
+  require_text(c, "hidden_act", {"silu"}, "silu");
+  require_flag(c, "mlp_bias", false, false);
+  if (m.model_type == "qwen2") {
+    o.attention_bias = true;  // Qwen2's q/k/v projections always carry biases
+    require_flag(c, "use_sliding_window", false, false);
+  } else {
+    o.attention_bias = c.flag("attention_bias", false);
+    if (c.integer("pretraining_tp", 1) != 1) throw c.unsupported("pretraining_tp", "not 1", "1");
+  }
+  m.zoo_name = "llama";
+  m.has_head = m.architecture == "LlamaForCausalLM" || m.architecture == "Qwen2ForCausalLM";
+}
+
+struct Known {
+  const char* model_type;
+  HfFamily family;
+  std::vector<std::string> architectures;  // the first is what save_hf_folder writes
+  void (*read)(const Config&, HfModelInfo&);
+};
+
+const std::vector<Known>& known() {
+  static const std::vector<Known> k = {
+      {"gpt2", HfFamily::kGpt2, {"GPT2LMHeadModel", "GPT2Model"}, read_gpt2},
+      {"bert", HfFamily::kBert, {"BertForSequenceClassification", "BertModel"}, read_bert},
+      {"vit", HfFamily::kVit, {"ViTForImageClassification", "ViTModel"}, read_vit},
+      {"llama", HfFamily::kLlama, {"LlamaForCausalLM", "LlamaModel"}, read_llama},
+      {"qwen2", HfFamily::kLlama, {"Qwen2ForCausalLM", "Qwen2Model"}, read_llama},
+  };
+  return k;
+}
+
+}  // namespace
+
+bool is_hf_folder(const std::string& path) {
+  return files::is_directory(path) && files::is_regular_file(path + "/config.json");
+}
+
+HfModelInfo read_hf_config(const std::string& dir) {
+  const std::string file = dir + "/config.json";
+  if (!files::exists(file)) throw FormatError(c10::str(dir, ": no config.json (not a Hugging Face model folder)"));
+  HfModelInfo m;
+  try {
+    m.config_json = files::read_small_file(file, kMaxConfigBytes);
+  } catch (const IoError& e) {
+    throw FormatError(e.what());
+  }
+  json j;
+  try {
+    j = json::parse(m.config_json);
+  } catch (const std::exception& e) {
+    throw FormatError(c10::str(file, ": not JSON (", e.what(), ")"));
+  }
+  if (!j.is_object()) throw FormatError(c10::str(file, ": not a JSON object"));
+  const Config c(file, j);
+  m.model_type = c.text("model_type");
+  const Known* k = nullptr;
+  std::string types;
+  for (const auto& candidate : known()) {
+    types += (types.empty() ? "" : ", ") + std::string(candidate.model_type);
+    if (m.model_type == candidate.model_type) k = &candidate;
+  }
+  if (k == nullptr) throw c.unsupported("model_type", m.model_type, types);
+  m.family = k->family;
+  m.architecture = k->architectures.front();
+  if (c.has("architectures")) {
+    const json& a = j["architectures"];
+    if (!a.is_array() || a.empty() || !a[0].is_string()) throw c.wrong("architectures", "a list of class names");
+    m.architecture = a[0].get<std::string>();
+    bool ok = false;
+    std::string list;
+    for (const auto& name : k->architectures) {
+      ok = ok || name == m.architecture;
+      list += (list.empty() ? "" : " or ") + name;
+    }
+    if (!ok) throw c.unsupported("architectures[0]", m.architecture, list);
+  }
+  k->read(c, m);
+  if (m.options.layers < 1 || m.options.hidden < 1 || m.options.heads < 1) {
+    throw FormatError(c10::str(file, ": a model needs at least one layer, width and head"));
+  }
+  return m;
+}
+
+}  // namespace actkit::app

@@ -1,0 +1,77 @@
+// The tokenizers Hugging Face models ship with, read from the model's own
+// folder, so that text becomes the ids the model was trained on.
+//
+// Two kinds are read (docs/formats.md, "tokenizer.json and tokenizer.model"):
+//  * byte-level BPE from tokenizer.json (GPT-2, Llama 3, Qwen2 and their
+//    kin), giving the ids of the `tokenizers` package's
+//    `Tokenizer.encode(text, add_special_tokens=False)`;
+//  * SentencePiece from tokenizer.model (Llama 2, T5, ...), through the
+//    reference library, giving the ids of `SentencePieceProcessor.encode`.
+//
+// Thread safety: a loaded tokenizer is immutable; encode() and decode() may
+// be called from any number of threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace actkit {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // The ids of `utf8`. No BOS or EOS is ever added: a tokenizer.json's
+  // post-processor (TemplateProcessing, ByteLevel) is not applied, as with
+  // add_special_tokens=False; callers that want BOS/EOS add bos_id() and
+  // eos_id() themselves. Added tokens (special ones included) written in the
+  // text are matched whole, before any other splitting, as the tokenizers
+  // package matches them. Throws InvalidInput when `utf8` is not valid
+  // UTF-8.
+  virtual std::vector<int64_t> encode(const std::string& utf8) const = 0;
+
+  // The text of `ids`, special tokens included (written as their content).
+  // Byte sequences that are not valid UTF-8 (an id sequence cut inside a
+  // character) become U+FFFD, one per maximal invalid subpart, as the
+  // tokenizers package decodes them. Throws InvalidInput for an id outside
+  // [0, vocab_size()) or one no token has.
+  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+
+  // One more than the largest id, added tokens included: every id encode()
+  // returns is below it.
+  virtual int64_t vocab_size() const = 0;
+
+  // The end- and beginning-of-sequence ids, where the model folder names
+  // them (see load_tokenizer).
+  virtual std::optional<int64_t> eos_id() const = 0;
+  virtual std::optional<int64_t> bos_id() const = 0;
+
+  // What was read, for reports: "byte-level BPE" or "SentencePiece".
+  virtual std::string kind() const = 0;
+};
+
+// The tokenizer of the Hugging Face model folder `dir`: DIR/tokenizer.json
+// (a byte-level BPE) when present, else DIR/tokenizer.model (SentencePiece).
+//
+// EOS and BOS: the "eos_token" / "bos_token" of DIR/tokenizer_config.json (a
+// string or {"content": ...}, looked up among the tokenizer's tokens) when it
+// names one; else "eos_token_id" / "bos_token_id" of DIR/config.json (a
+// number, or a list whose first entry is taken); else, for SentencePiece, the
+// model's own (none where the model disables it).
+//
+// Throws FormatError naming the file for a missing, oversized (over
+// 512 MiB), malformed or unsupported tokenizer: a tokenizer.json whose model
+// is not BPE or whose pre-tokenizer or decoder is not byte-level (the message
+// names what it found), a merge whose parts or result are not in the
+// vocabulary, ids that repeat or are out of range; FormatError naming `dir`
+// when it holds neither file; FormatError naming the config file when it is
+// malformed or names a token or id the tokenizer lacks. IoError when a file
+// that exists cannot be read; Error when a tokenizer.model is to be read and
+// the SentencePiece plug-in (libactkit_sentencepiece.so, beside libactkit)
+// cannot be loaded.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
+
+}  // namespace actkit

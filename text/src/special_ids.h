@@ -1,0 +1,18 @@
+// EOS and BOS of a model folder, from the files beside the tokenizer.
+#pragma once
+
+#include <string>
+
+#include "model_tokenizer.h"
+
+namespace actkit::text {
+
+// Sets `tokenizer`'s EOS and BOS from DIR/tokenizer_config.json
+// ("eos_token" / "bos_token": a string or {"content": ...}) where it names
+// them, else from DIR/config.json ("eos_token_id" / "bos_token_id": a
+// number, or a list whose first entry is taken); what neither names keeps
+// the tokenizer's own. Throws FormatError naming the file when one is
+// malformed or names a token or id the tokenizer lacks.
+void read_special_ids(const std::string& dir, ModelTokenizer& tokenizer);
+
+}  // namespace actkit::text
