@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Fuzzes the state-dict and checkpoint loaders (tests/fuzz/fuzz_state_dict.cpp:
+# Fuzzes the file readers with libFuzzer under AddressSanitizer and
+# UndefinedBehaviorSanitizer, SECONDS in all (default 60, two thirds to the
+# first): the state-dict and checkpoint loaders (tests/fuzz/fuzz_state_dict.cpp:
 # check_archive, ACTkit's state-dict reader, LibTorch's InputArchive and an
-# optimizer loaded from it) with libFuzzer under AddressSanitizer and
-# UndefinedBehaviorSanitizer, for SECONDS (default 60).
+# optimizer loaded from it) from tests/fuzz/corpus, and the safetensors reader
+# (tests/fuzz/fuzz_safetensors.cpp) from tests/fuzz/corpus-safetensors.
 #
 # Builds in build-fuzz/ with clang (only the sources the loaders need; a few
 # minutes on 2 cores the first time). Replays every input of
@@ -19,34 +21,42 @@ seconds=${1:-60}
 b=build-fuzz
 t0=$SECONDS
 
-if [ ! -f "$b/build.ninja" ]; then
+if [ ! -f "$b/build.ninja" ] || ! grep -q fuzz_safetensors "$b/build.ninja"; then
   mkdir -p "$b"
   cmake -S tests/fuzz -B "$b" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >"$b/configure.log" 2>&1 ||
     { cat "$b/configure.log" >&2; exit 1; }
 fi
-ninja -C "$b" fuzz_state_dict
+ninja -C "$b" fuzz_state_dict fuzz_safetensors
 echo "fuzz: built in $((SECONDS - t0)) s"
 
-# LibTorch keeps globals alive at exit: leaks are not reported. A UB report
-# stops the run (the target is built with -fno-sanitize-recover).
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:symbolize=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-mkdir -p "$b/corpus" "$b/artifacts"
-fuzzer=("$b/fuzz_state_dict" -rss_limit_mb=4096 -timeout=25 -max_len=65536 -artifact_prefix="$b/artifacts/")
 
-if compgen -G "tests/fuzz/crashes/*" >/dev/null; then
-  echo "fuzz: replaying tests/fuzz/crashes"
-  "${fuzzer[@]}" tests/fuzz/crashes/* 2>"$b/replay.log" || { cat "$b/replay.log" >&2; exit 1; }
-fi
-echo "fuzz: $seconds s from tests/fuzz/corpus ($(ls tests/fuzz/corpus | wc -l) seeds) and $b/corpus"
-# libFuzzer's progress lines go to its log; its final stats and any report to the terminal.
-status=0
-"${fuzzer[@]}" -max_total_time="$seconds" -print_final_stats=1 "$b/corpus" tests/fuzz/corpus >"$b/fuzz.log" 2>&1 ||
-  status=$?
-grep -E '^(stat::|Done |#[0-9]+\s+DONE)' "$b/fuzz.log" || true
-if [ "$status" -ne 0 ]; then
-  grep -vE '^(#[0-9]+|INFO:|stat::|\s+NEW_FUNC)' "$b/fuzz.log" | tail -n 80 >&2
-  echo "fuzz: FAILED (exit $status); the input is under $b/artifacts/; log: $b/fuzz.log" >&2
-  exit "$status"
-fi
-echo "fuzz: no crash in $seconds s; log: $b/fuzz.log"
+# fuzz TARGET SECONDS COMMITTED_CORPUS: replays the target's committed
+# crashes, then fuzzes from its corpus; exits the script on a finding.
+fuzz() {
+  local target=$1 time=$2 seeds=$3
+  local crashes=tests/fuzz/crashes
+  [ "$target" = fuzz_state_dict ] || crashes=tests/fuzz/crashes-${target#fuzz_}
+  mkdir -p "$b/corpus-$target" "$b/artifacts"
+  local fuzzer=("$b/$target" -rss_limit_mb=4096 -timeout=25 -max_len=65536 -artifact_prefix="$b/artifacts/")
+  if compgen -G "$crashes/*" >/dev/null; then
+    echo "fuzz: $target: replaying $crashes"
+    "${fuzzer[@]}" "$crashes"/* 2>"$b/replay-$target.log" || { cat "$b/replay-$target.log" >&2; exit 1; }
+  fi
+  echo "fuzz: $target: $time s from $seeds ($(ls "$seeds" | wc -l) seeds) and $b/corpus-$target"
+  local status=0
+  "${fuzzer[@]}" -max_total_time="$time" -print_final_stats=1 "$b/corpus-$target" "$seeds" >"$b/fuzz-$target.log" 2>&1 ||
+    status=$?
+  grep -E '^(stat::|Done |#[0-9]+\s+DONE)' "$b/fuzz-$target.log" || true
+  if [ "$status" -ne 0 ]; then
+    grep -vE '^(#[0-9]+|INFO:|stat::|\s+NEW_FUNC)' "$b/fuzz-$target.log" | tail -n 80 >&2
+    echo "fuzz: $target: FAILED (exit $status); the input is under $b/artifacts/; log: $b/fuzz-$target.log" >&2
+    exit "$status"
+  fi
+  echo "fuzz: $target: no crash in $time s; log: $b/fuzz-$target.log"
+}
+
+first=$((seconds * 2 / 3))
+fuzz fuzz_state_dict "$((first > 0 ? first : 1))" tests/fuzz/corpus
+fuzz fuzz_safetensors "$((seconds - first > 0 ? seconds - first : 1))" tests/fuzz/corpus-safetensors
