@@ -1,5 +1,6 @@
 // `actkit memory` and `actkit convert`: what a level saves on a zoo model.
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -56,6 +57,15 @@ void run_memory(const MemoryArgs& a) {
     const app::HfModelInfo info = app::read_hf_config(dir.empty() ? "." : dir);
     model = info.zoo_name;
     config.options = info.options;
+    // Random weights of this shape, their gradients and momenta: refused
+    // before the allocation when the machine cannot hold them.
+    const double bytes = 3 * 4 * app::hf_parameter_estimate(info);
+    const double memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+    if (a.device == "cpu" && bytes > memory) {
+      throw InvalidInput(fmt::format("memory: {} makes about {:.3g} parameters: {:.1f} GiB of weights, gradients and "
+                                     "momenta, more than this machine's {:.1f} GiB",
+                                     a.config, app::hf_parameter_estimate(info), bytes / (1 << 30), memory / (1 << 30)));
+    }
   }
   config.model = model;
   config.batch = a.batch;

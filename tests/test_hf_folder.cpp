@@ -165,4 +165,48 @@ TEST(HfFolder, BadWeightsNameTheFileAndTheTensor) {
   EXPECT_TRUE(has(error_of([&] { app::load_hf_model(src); }), "no model.safetensors"));
 }
 
+// What a hostile or mistaken config.json gets: a refusal naming the file
+// and key before anything is allocated for the shape it claims.
+TEST(HfFolder, ShapesAndRangesAreCheckedBeforeAnythingIsBuilt) {
+  test::TempDir dir;
+  const std::string src = make_folder(dir.path() + "/m", kGpt2Config);
+  const std::string cfg = src + "/config.json";
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string c = kGpt2Config;
+    c.replace(c.find(from), from.size(), to);
+    write_text(cfg, c);
+  };
+  with("\"n_layer\": 2", "\"n_layer\": 1000");  // 1000 layers of weights the folder does not hold
+  const std::string big = error_of([&] { app::load_hf_model(src); });
+  EXPECT_TRUE(has(big, "config.json's shape makes about") && has(big, "model.safetensors")) << big;
+  with("\"n_layer\": 2", "\"n_layer\": 1000000000");
+  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "\"n_layer\" must be an integer in [1, 4096]"));
+  with("\"vocab_size\": 40", "\"vocab_size\": 1000000000000");
+  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "\"vocab_size\" must be"));
+  with("\"resid_pdrop\": 0.0", "\"resid_pdrop\": 5");
+  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "\"resid_pdrop\" must be a number in [0, 1]"));
+  with("\"layer_norm_epsilon\": 1e-5", "\"layer_norm_epsilon\": -1");
+  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "\"layer_norm_epsilon\" must be"));
+  with("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false");
+  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "tie_word_embeddings is false"));
+  // Nesting deep enough to exhaust a recursive reader's stack.
+  write_text(cfg, "{\"model_type\": \"gpt2\", \"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "nested deeper"));
+}
+
+// A tied model's folder may carry its head only as a copy of the embedding.
+TEST(HfFolder, ATiedModelsHeadMustBeItsEmbedding) {
+  test::TempDir dir;
+  const std::string src = make_folder(dir.path() + "/m", kGpt2Config);
+  const std::string file = src + "/model.safetensors";
+  auto tensors = read_safetensors(file);
+  tensors["lm_head.weight"] = tensors.at("transformer.wte.weight").clone();
+  write_safetensors(file, tensors);
+  EXPECT_NO_THROW(app::load_hf_model(src));
+  tensors["lm_head.weight"] = tensors.at("lm_head.weight") + 1;
+  write_safetensors(file, tensors);
+  const std::string e = error_of([&] { app::load_hf_model(src); });
+  EXPECT_TRUE(has(e, "lm_head.weight differs from transformer.wte.weight")) << e;
+}
+
 }  // namespace

@@ -109,7 +109,14 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   d.text = is_language_model(config.model);
   d.seq_len = config.shape.seq_len;
   d.seed = config.seed;
-  if (!config.init.empty()) d.tokenizer = load_tokenizer(config.init);
+  if (!config.init.empty()) {
+    d.tokenizer = load_tokenizer(config.init);
+    const int64_t vocab = read_hf_config(config.init).options.vocab_size;
+    if (d.tokenizer->vocab_size() > vocab) {
+      throw FormatError(c10::str(config.init, ": the tokenizer has ", d.tokenizer->vocab_size(),
+                                 " tokens, the model's vocabulary ", vocab));
+    }
+  }
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
   // Step s takes the next world · batch examples of the epoch's shuffle, and
   // rank r the r-th batch of them: every rank sees the same order.

@@ -4,20 +4,35 @@
 
 #include <c10/util/StringUtil.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
+#include <set>
 
 #include "actkit/app/hf_folder.h"
 #include "actkit/app/run_device.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/text/tokenizer.h"
 
 namespace actkit::app {
 namespace {
 
-// The next token from the logits of the last position.
-int64_t choose(const at::Tensor& logits, const GenerateConfig& c, at::Generator& gen) {
+// The next token from the logits of the last position, among the first
+// `usable` ids (those the tokenizer can decode: a model's vocabulary is
+// often padded past its tokenizer's).
+int64_t choose(const at::Tensor& all_logits, int64_t usable, const GenerateConfig& c, at::Generator& gen,
+               int64_t step) {
+  const at::Tensor logits = all_logits.narrow(0, 0, usable);
+  if (!at::isfinite(logits).all().item<bool>()) {
+    throw Error(c10::str("generate: the model's logits at new token ", step + 1, " are not finite"));
+  }
   if (c.sampling == Sampling::kGreedy) return logits.argmax().item<int64_t>();
-  const at::Tensor p = at::softmax(logits.to(at::kDouble) / c.temperature, 0);
+  const at::Tensor scaled = logits.to(at::kDouble) / c.temperature;
+  if (!at::isfinite(scaled).all().item<bool>()) {
+    throw InvalidInput(c10::str("generate: --temperature ", c.temperature, " is too small for these logits"));
+  }
+  const at::Tensor p = at::softmax(scaled, 0);
   const auto sorted = p.sort(0, /*descending=*/true);
   const at::Tensor probs = std::get<0>(sorted), order = std::get<1>(sorted);
   // The nucleus: every token whose preceding mass is below top_p (the most
@@ -26,6 +41,33 @@ int64_t choose(const at::Tensor& logits, const GenerateConfig& c, at::Generator&
   const at::Tensor kept = probs.masked_fill(before >= c.top_p, 0.0);
   const int64_t pick = at::multinomial(kept / kept.sum(), 1, false, gen).item<int64_t>();
   return order[pick].item<int64_t>();
+}
+
+// Every end-of-text id the folder names: config.json's and
+// generation_config.json's eos_token_id (a number or a list; chat models
+// list several), and the tokenizer's own.
+std::set<int64_t> end_ids(const std::string& dir, const Tokenizer& tokenizer) {
+  std::set<int64_t> ids;
+  if (tokenizer.eos_id()) ids.insert(*tokenizer.eos_id());
+  for (const char* name : {"config.json", "generation_config.json"}) {
+    const std::string file = dir + "/" + name;
+    if (!files::is_regular_file(file)) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(files::read_small_file(file, uint64_t(16) << 20), [](int depth, auto, auto&) {
+        if (depth > 16) throw FormatError("nested too deep");
+        return true;
+      });
+    } catch (const std::exception& e) {
+      throw FormatError(c10::str(file, ": not JSON (", e.what(), ")"));
+    }
+    if (!j.is_object() || !j.contains("eos_token_id")) continue;
+    const nlohmann::json& e = j["eos_token_id"];
+    for (const nlohmann::json& v : e.is_array() ? e : nlohmann::json::array({e})) {
+      if (v.is_number_integer()) ids.insert(v.get<int64_t>());
+    }
+  }
+  return ids;
 }
 
 // Whether decoded text ends inside a UTF-8 sequence still to be completed
@@ -51,15 +93,30 @@ GenerateResult generate(const GenerateConfig& c, const std::function<void(const 
     throw InvalidInput(c10::str("generate: ", c.init, " holds a ", info.architecture, ", not a language model"));
   }
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(c.init);
-  std::shared_ptr<ZooModel> model = load_hf_model(c.init, &info);
+  if (tokenizer->vocab_size() > info.options.vocab_size) {
+    throw FormatError(c10::str(c.init, ": the tokenizer has ", tokenizer->vocab_size(), " tokens, the model's vocabulary ",
+                               info.options.vocab_size));
+  }
+  HfLoadReport loaded;
+  std::shared_ptr<ZooModel> model = load_hf_model(c.init, &info, &loaded);
+  if (!loaded.fresh.empty()) {
+    throw InvalidInput(c10::str("generate: ", c.init, " holds a bare ", info.architecture, " without ",
+                                loaded.fresh.front(), ": it has no trained head to generate with"));
+  }
   model->to(device);
   model->eval();
 
   GenerateResult r;
   r.architecture = info.architecture;
   r.prompt_tokens = tokenizer->encode(c.prompt);
+  // Llama's tokenizers put their begin-of-text token first (their
+  // post-processor; encode() adds none), and the models expect it.
+  if (info.model_type == "llama" && tokenizer->bos_id() &&
+      (r.prompt_tokens.empty() || r.prompt_tokens.front() != *tokenizer->bos_id())) {
+    r.prompt_tokens.insert(r.prompt_tokens.begin(), *tokenizer->bos_id());
+  }
   if (r.prompt_tokens.empty()) throw InvalidInput("generate: the prompt makes no tokens");
-  const std::optional<int64_t> eos = tokenizer->eos_id();
+  const std::set<int64_t> eos = end_ids(c.init, *tokenizer);
   at::Generator gen = at::detail::createCPUGenerator(c.seed);
   std::vector<int64_t> context = r.prompt_tokens;
   size_t printed = 0;
@@ -71,10 +128,10 @@ GenerateResult generate(const GenerateConfig& c, const std::function<void(const 
         at::tensor(std::vector<int64_t>(context.end() - window, context.end()), at::kLong).unsqueeze(0).to(device);
     const at::Tensor logits = model->forward(ids).select(0, 0).select(0, window - 1).to(at::kCPU, at::kFloat);
     if (step == 0) r.last_logits.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
-    const int64_t next = choose(logits, c, gen);
+    const int64_t next = choose(logits, tokenizer->vocab_size(), c, gen, step);
     r.tokens.push_back(next);
     context.push_back(next);
-    if (eos && next == *eos) {
+    if (eos.count(next) != 0) {
       r.ended = true;
       break;
     }

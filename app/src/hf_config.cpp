@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstdint>
+
 #include "actkit/app/hf_folder.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -17,6 +20,14 @@ using json = nlohmann::json;
 
 // A config.json is a few KB; 16 MiB leaves room for huge id2label maps.
 constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;
+// config.json nests two or three levels; the bound keeps a hostile file's
+// nesting from exhausting the stack.
+constexpr int kMaxConfigDepth = 16;
+// Bounds on a shape before anything is allocated for it (far above every
+// published model: Llama 3.1 405B has 126 layers, 16384 wide, 53248 in its MLP).
+constexpr int64_t kMaxLayers = 4096, kMaxWidth = int64_t(1) << 20, kMaxVocab = int64_t(1) << 24,
+                  kMaxPositions = int64_t(1) << 24;
+constexpr double kMaxParameters = 1e12;
 
 class Config {
  public:
@@ -24,15 +35,28 @@ class Config {
 
   bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
 
-  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+  // An integer in [lo, hi] (the fallback is not checked).
+  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt, int64_t lo = 0,
+                  int64_t hi = INT64_MAX) const {
     if (!has(key)) {
       if (fallback) return *fallback;
       throw missing(key);
     }
     const json& v = j_[key];
     if (!v.is_number_integer()) throw wrong(key, "an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) throw wrong(key, c10::str("at most ", hi));
     const int64_t x = v.get<int64_t>();
-    if (x < 0) throw wrong(key, "an integer >= 0");
+    if (x < lo || x > hi) throw wrong(key, c10::str("an integer in [", lo, ", ", hi, "]"));
+    return x;
+  }
+  // A count of `key`: at least 1, at most `hi`.
+  int64_t count(const char* key, int64_t hi, std::optional<int64_t> fallback = std::nullopt) const {
+    return integer(key, fallback, 1, hi);
+  }
+  // A finite number in [lo, hi].
+  double number_in(const char* key, double lo, double hi, std::optional<double> fallback = std::nullopt) const {
+    const double x = number(key, fallback);
+    if (!std::isfinite(x) || x < lo || x > hi) throw wrong(key, c10::str("a number in [", lo, ", ", hi, "]"));
     return x;
   }
   double number(const char* key, std::optional<double> fallback = std::nullopt) const {
@@ -57,6 +81,7 @@ class Config {
     return j_[key].get<bool>();
   }
   const json& raw() const { return j_; }
+  const std::string& file() const { return file_; }
 
   // A setting whose value the zoo does not implement.
   FormatError unsupported(const std::string& key, const std::string& value, const std::string& supported) const {
@@ -97,14 +122,17 @@ int64_t num_labels(const Config& c) {
 
 void read_gpt2(const Config& c, HfModelInfo& m) {
   ModelOptions& o = m.options;
-  o.vocab_size = c.integer("vocab_size");
-  o.max_positions = c.integer("n_positions");
-  o.hidden = c.integer("n_embd");
-  o.layers = c.integer("n_layer");
-  o.heads = c.integer("n_head");
-  o.intermediate = c.integer("n_inner", 0);  // null: 4 * n_embd
-  o.norm_eps = c.number("layer_norm_epsilon", 1e-5);
-  o.dropout = c.number("resid_pdrop", 0.1);
+  o.vocab_size = c.count("vocab_size", kMaxVocab);
+  o.max_positions = c.count("n_positions", kMaxPositions);
+  o.hidden = c.count("n_embd", kMaxWidth);
+  o.layers = c.count("n_layer", kMaxLayers);
+  o.heads = c.count("n_head", kMaxWidth);
+  o.intermediate = c.count("n_inner", kMaxWidth, 0);  // null: 4 * n_embd
+  o.norm_eps = c.number_in("layer_norm_epsilon", 1e-30, 1.0, 1e-5);
+  o.dropout = c.number_in("resid_pdrop", 0.0, 1.0, 0.1);
+  // The zoo's GPT-2 multiplies by its token embedding: a separate head
+  // would be loaded wrong.
+  require_flag(c, "tie_word_embeddings", true, true);
   // gelu_new and gelu_pytorch_tanh are one function (tanh approximation).
   require_text(c, "activation_function", {"gelu_new", "gelu_pytorch_tanh"}, "gelu_new");
   require_flag(c, "scale_attn_weights", true, true);
@@ -116,20 +144,20 @@ void read_gpt2(const Config& c, HfModelInfo& m) {
 
 // What BERT's and ViT's configs say alike: the encoder and its classifier.
 void read_encoder(const Config& c, ModelOptions& o, double default_dropout) {
-  o.hidden = c.integer("hidden_size");
-  o.layers = c.integer("num_hidden_layers");
-  o.heads = c.integer("num_attention_heads");
-  o.intermediate = c.integer("intermediate_size");
-  o.norm_eps = c.number("layer_norm_eps", 1e-12);
-  o.dropout = c.number("hidden_dropout_prob", default_dropout);
+  o.hidden = c.count("hidden_size", kMaxWidth);
+  o.layers = c.count("num_hidden_layers", kMaxLayers);
+  o.heads = c.count("num_attention_heads", kMaxWidth);
+  o.intermediate = c.count("intermediate_size", kMaxWidth);
+  o.norm_eps = c.number_in("layer_norm_eps", 1e-30, 1.0, 1e-12);
+  o.dropout = c.number_in("hidden_dropout_prob", 0.0, 1.0, default_dropout);
   o.num_classes = num_labels(c);
   require_text(c, "hidden_act", {"gelu"}, "gelu");
 }
 
 void read_bert(const Config& c, HfModelInfo& m) {
   ModelOptions& o = m.options;
-  o.vocab_size = c.integer("vocab_size");
-  o.max_positions = c.integer("max_position_embeddings");
+  o.vocab_size = c.count("vocab_size", kMaxVocab);
+  o.max_positions = c.count("max_position_embeddings", kMaxPositions);
   read_encoder(c, o, 0.1);
   require_text(c, "position_embedding_type", {"absolute"}, "absolute");
   require_flag(c, "is_decoder", false, false);
@@ -140,9 +168,9 @@ void read_bert(const Config& c, HfModelInfo& m) {
 void read_vit(const Config& c, HfModelInfo& m) {
   ModelOptions& o = m.options;
   read_encoder(c, o, 0.0);
-  o.image_size = c.integer("image_size");
-  o.patch_size = c.integer("patch_size");
-  o.in_channels = c.integer("num_channels", 3);
+  o.image_size = c.count("image_size", 1 << 16);
+  o.patch_size = c.count("patch_size", o.image_size);
+  o.in_channels = c.count("num_channels", 1 << 16, 3);
   require_flag(c, "qkv_bias", true, true);
   m.zoo_name = "vit";
   m.has_head = m.architecture == "ViTForImageClassification";
@@ -158,17 +186,18 @@ void read_rope(const Config& c, ModelOptions& o) {
     p = c.raw()["rope_scaling"];
   }
   if (!p.is_object()) throw c.wrong("rope_parameters", "an object");
-  Config rope("config.json's rope parameters", p);
-  o.rope_theta = rope.has("rope_theta") ? rope.number("rope_theta") : c.number("rope_theta", 10000.0);
+  Config rope(c.file() + ": rope parameters", p);
+  o.rope_theta =
+      rope.has("rope_theta") ? rope.number_in("rope_theta", 1.0, 1e12) : c.number_in("rope_theta", 1.0, 1e12, 10000.0);
   const std::string type = rope.has("rope_type") ? rope.text("rope_type") : rope.text("type", "default");
   if (type == "default") {
     o.rope_scaling = {};
   } else if (type == "llama3") {
     o.rope_scaling.kind = RopeScaling::Kind::kLlama3;
-    o.rope_scaling.factor = rope.number("factor");
-    o.rope_scaling.low_freq_factor = rope.number("low_freq_factor");
-    o.rope_scaling.high_freq_factor = rope.number("high_freq_factor");
-    o.rope_scaling.original_max_positions = rope.integer("original_max_position_embeddings");
+    o.rope_scaling.factor = rope.number_in("factor", 1e-6, 1e6);
+    o.rope_scaling.low_freq_factor = rope.number_in("low_freq_factor", 1e-6, 1e6);
+    o.rope_scaling.high_freq_factor = rope.number_in("high_freq_factor", 1e-6, 1e6);
+    o.rope_scaling.original_max_positions = rope.count("original_max_position_embeddings", kMaxPositions);
   } else {
     throw c.unsupported("rope_type", type, "default or llama3");
   }
@@ -176,16 +205,16 @@ void read_rope(const Config& c, ModelOptions& o) {
 
 void read_llama(const Config& c, HfModelInfo& m) {
   ModelOptions& o = m.options;
-  o.vocab_size = c.integer("vocab_size");
-  o.max_positions = c.integer("max_position_embeddings");
-  o.hidden = c.integer("hidden_size");
-  o.layers = c.integer("num_hidden_layers");
-  o.heads = c.integer("num_attention_heads");
-  o.kv_heads = c.integer("num_key_value_heads", o.heads);
-  o.head_dim = c.integer("head_dim", 0);
-  o.intermediate = c.integer("intermediate_size");
-  o.norm_eps = c.number("rms_norm_eps", 1e-6);
-  o.dropout = c.number("attention_dropout", 0.0);
+  o.vocab_size = c.count("vocab_size", kMaxVocab);
+  o.max_positions = c.count("max_position_embeddings", kMaxPositions);
+  o.hidden = c.count("hidden_size", kMaxWidth);
+  o.layers = c.count("num_hidden_layers", kMaxLayers);
+  o.heads = c.count("num_attention_heads", kMaxWidth);
+  o.kv_heads = c.count("num_key_value_heads", kMaxWidth, o.heads);
+  o.head_dim = c.count("head_dim", kMaxWidth, 0);
+  o.intermediate = c.count("intermediate_size", kMaxWidth);
+  o.norm_eps = c.number_in("rms_norm_eps", 1e-30, 1.0, 1e-6);
+  o.dropout = c.number_in("attention_dropout", 0.0, 1.0, 0.0);
   o.tie_embeddings = c.flag("tie_word_embeddings", false);
   read_rope(c, o);
   require_text(c, "hidden_act", {"silu"}, "silu");
@@ -221,6 +250,28 @@ const std::vector<Known>& known() {
 
 }  // namespace
 
+double hf_parameter_estimate(const HfModelInfo& m) {
+  const ModelOptions& o = m.options;
+  const double h = double(o.hidden), layers = double(o.layers);
+  const double inner = double(o.intermediate > 0 ? o.intermediate : 4 * o.hidden);
+  switch (m.family) {
+    case HfFamily::kGpt2:
+    case HfFamily::kBert:
+      return double(o.vocab_size + o.max_positions) * h + layers * (4 * h * h + 2 * h * inner);
+    case HfFamily::kVit: {
+      const double patches = double(o.image_size / o.patch_size) * double(o.image_size / o.patch_size);
+      return (patches + 1) * h + double(o.in_channels * o.patch_size * o.patch_size) * h +
+             layers * (4 * h * h + 2 * h * inner) + double(o.num_classes) * h;
+    }
+    case HfFamily::kLlama: {
+      const double d = double(o.head_dim > 0 ? o.head_dim : o.hidden / std::max<int64_t>(1, o.heads));
+      const double attention = h * d * double(2 * o.heads + 2 * o.kv_heads);
+      return double(o.vocab_size) * h * (o.tie_embeddings ? 1 : 2) + layers * (attention + 3 * h * inner);
+    }
+  }
+  return 0;
+}
+
 bool is_hf_folder(const std::string& path) {
   return files::is_directory(path) && files::is_regular_file(path + "/config.json");
 }
@@ -235,8 +286,14 @@ HfModelInfo read_hf_config(const std::string& dir) {
     throw FormatError(e.what());
   }
   json j;
+  const auto depth_bound = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxConfigDepth) throw FormatError(c10::str(file, ": JSON nested deeper than ", kMaxConfigDepth));
+    return true;
+  };
   try {
-    j = json::parse(m.config_json);
+    j = json::parse(m.config_json, depth_bound);
+  } catch (const FormatError&) {
+    throw;
   } catch (const std::exception& e) {
     throw FormatError(c10::str(file, ": not JSON (", e.what(), ")"));
   }
@@ -265,8 +322,10 @@ HfModelInfo read_hf_config(const std::string& dir) {
     if (!ok) throw c.unsupported("architectures[0]", m.architecture, list);
   }
   k->read(c, m);
-  if (m.options.layers < 1 || m.options.hidden < 1 || m.options.heads < 1) {
-    throw FormatError(c10::str(file, ": a model needs at least one layer, width and head"));
+  const double parameters = hf_parameter_estimate(m);
+  if (parameters > kMaxParameters) {
+    throw FormatError(c10::str(file, ": its shape makes about ", parameters, " parameters, more than the ",
+                               kMaxParameters, " ACTkit builds"));
   }
   return m;
 }

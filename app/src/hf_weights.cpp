@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "actkit/app/hf_folder.h"
@@ -189,6 +190,20 @@ at::Tensor to_zoo(const Rule& rule, const std::vector<at::Tensor>& parts) {
   return {};
 }
 
+// The shape(s) the folder should hold for `rule`, given the zoo tensor's.
+std::string folder_shape(const Rule& rule, at::IntArrayRef zoo) {
+  std::vector<int64_t> s(zoo.begin(), zoo.end());
+  switch (rule.layout) {
+    case Layout::kSame: return shape_text(s);
+    case Layout::kTransposed: std::reverse(s.begin(), s.end()); return shape_text(s);
+    case Layout::kRows:
+      if (!s.empty()) s[0] /= int64_t(rule.hf.size());
+      return c10::str(shape_text(s), " each");
+    case Layout::kPlusFirstRow: return c10::str(shape_text(s), " (and token types of ", s.back(), " columns)");
+  }
+  return shape_text(s);
+}
+
 }  // namespace
 
 std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* info_out, HfLoadReport* report_out) {
@@ -197,6 +212,18 @@ std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* inf
   FolderTensors folder = read_folder_tensors(dir);
   report.weights_file = folder.file;
   const std::string prefix = prefix_in(folder.tensors, info.family);
+  // The weights must be about what config.json's shape makes: a shape that
+  // asks for more is refused before anything is allocated for it.
+  double held = 0;
+  for (const auto& [name, t] : folder.tensors) held += double(t.numel());
+  double expected = hf_parameter_estimate(info);
+  if (!info.has_head && info.family == HfFamily::kLlama && !info.options.tie_embeddings) {
+    expected -= double(info.options.vocab_size) * double(info.options.hidden);  // a bare model's missing head
+  }
+  if (expected > 1.25 * held + 4096) {
+    throw FormatError(c10::str(folder.file, ": holds ", int64_t(held), " weights; config.json's shape makes about ",
+                               int64_t(expected), " (does config.json belong to these weights?)"));
+  }
   std::shared_ptr<ZooModel> model = make_model(info.zoo_name, info.options);
   std::map<std::string, at::Tensor> params;
   for (const auto& p : model->named_parameters()) params[p.key()] = p.value();
@@ -237,16 +264,28 @@ std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* inf
     if (!value.defined() || value.sizes() != target->second.sizes()) {
       std::string got;
       for (size_t i = 0; i < parts.size(); ++i) {
-        got += c10::str(i ? ", " : "", folder_name(rule.hf[i], prefix), " ", shape_text(parts[i].sizes()));
+        got += c10::str(i ? ", " : "", folder_name(rule.hf[i], prefix), " is ", shape_text(parts[i].sizes()));
       }
-      throw FormatError(c10::str(folder.file, ": ", got, ": config.json makes ", rule.zoo, " ",
-                                 shape_text(target->second.sizes())));
+      throw FormatError(c10::str(folder.file, ": ", got, "; config.json makes it ",
+                                 folder_shape(rule, target->second.sizes())));
     }
     target->second.copy_(value);
     ++report.tensors;
   }
   for (const auto& [name, t] : folder.tensors) {
     if (used.count(name) == 0) report.ignored.push_back(name);
+  }
+  // A tied model's folder may carry its head as a copy of the embedding;
+  // one that differs is a head this model cannot hold (transformers would
+  // untie it), so it is refused rather than dropped.
+  auto head = folder.tensors.find("lm_head.weight");
+  if (head != folder.tensors.end() && used.count(head->first) == 0) {
+    const std::string embedding = info.family == HfFamily::kGpt2 ? "wte.weight" : "embed_tokens.weight";
+    const at::Tensor& tied = params.at(embedding);
+    if (head->second.sizes() != tied.sizes() || !at::equal(head->second.to(at::kFloat), tied)) {
+      throw FormatError(c10::str(folder.file, ": lm_head.weight differs from ", folder_name(embedding, prefix),
+                                 ", but config.json ties them (tie_word_embeddings); the zoo model has one of the two"));
+    }
   }
   if (info_out != nullptr) *info_out = info;
   if (report_out != nullptr) *report_out = std::move(report);

@@ -109,6 +109,10 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
     }
     for (const auto& p : m->named_parameters()) hf_weights[p.key()] = p.value();
     d.tokenizer = load_tokenizer(config.init);
+    if (d.tokenizer->vocab_size() > info.options.vocab_size) {
+      throw FormatError(c10::str(config.init, ": the tokenizer has ", d.tokenizer->vocab_size(),
+                                 " tokens, the model's vocabulary ", info.options.vocab_size));
+    }
   }
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
   PipelineBatches all_replicas(*data, c.micro_batch_size, c.micro_batches, n, config.validation_batches);

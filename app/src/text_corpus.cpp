@@ -26,7 +26,13 @@ void append_file(const std::string& file, const Tokenizer* tokenizer, std::vecto
                   reinterpret_cast<const uint8_t*>(text.data()) + text.size());
     return;
   }
-  for (int64_t id : tokenizer->encode(text)) tokens.push_back(int32_t(id));
+  std::vector<int64_t> ids;
+  try {
+    ids = tokenizer->encode(text);
+  } catch (const Error& e) {
+    throw InvalidInput(c10::str("text corpus: ", file, ": ", e.what()));
+  }
+  for (int64_t id : ids) tokens.push_back(int32_t(id));
 }
 
 }  // namespace

@@ -76,6 +76,10 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   if (!c.init.empty()) {
     d.tokenizer = load_tokenizer(c.init);
     d.vocab = hf.options.vocab_size;
+    if (d.tokenizer->vocab_size() > hf.options.vocab_size) {
+      throw FormatError(c10::str(c.init, ": the tokenizer has ", d.tokenizer->vocab_size(),
+                                 " tokens, the model's vocabulary ", hf.options.vocab_size));
+    }
   }
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
 

@@ -267,7 +267,9 @@ uint64_t file_size(const std::string& path) {
 }
 
 std::string read_small_file(const std::string& path, uint64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted in the file's place must not hang the open
+  // (the check below refuses it; regular files ignore the flag).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("cannot open", path, errno);
   std::string out;
   struct stat st;

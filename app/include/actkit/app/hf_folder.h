@@ -33,6 +33,11 @@ struct HfModelInfo {
   std::string config_json;   // config.json's text, written back by save_hf_folder
 };
 
+// About how many parameters `info`'s shape makes (embeddings, attention,
+// MLP; biases and norms left out): what loading checks a folder's weights
+// against before building anything.
+double hf_parameter_estimate(const HfModelInfo& info);
+
 // Whether `path` is a folder holding a config.json (the test commands use
 // to tell a Hugging Face folder from a checkpoint).
 bool is_hf_folder(const std::string& path);
