@@ -14,6 +14,7 @@
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/text/tokenizer.h"
+#include "hf_json.h"
 
 namespace actkit::app {
 namespace {
@@ -52,15 +53,7 @@ std::set<int64_t> end_ids(const std::string& dir, const Tokenizer& tokenizer) {
   for (const char* name : {"config.json", "generation_config.json"}) {
     const std::string file = dir + "/" + name;
     if (!files::is_regular_file(file)) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(files::read_small_file(file, uint64_t(16) << 20), [](int depth, auto, auto&) {
-        if (depth > 16) throw FormatError("nested too deep");
-        return true;
-      });
-    } catch (const std::exception& e) {
-      throw FormatError(c10::str(file, ": not JSON (", e.what(), ")"));
-    }
+    const nlohmann::json j = read_hf_json(file);
     if (!j.is_object() || !j.contains("eos_token_id")) continue;
     const nlohmann::json& e = j["eos_token_id"];
     for (const nlohmann::json& v : e.is_array() ? e : nlohmann::json::array({e})) {

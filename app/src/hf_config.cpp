@@ -12,6 +12,7 @@
 #include "actkit/app/hf_folder.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
+#include "hf_json.h"
 
 namespace actkit::app {
 namespace {
@@ -250,6 +251,28 @@ const std::vector<Known>& known() {
 
 }  // namespace
 
+json parse_hf_json(const std::string& file, const std::string& text) {
+  const auto depth_bound = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxConfigDepth) throw FormatError(c10::str(file, ": JSON nested deeper than ", kMaxConfigDepth));
+    return true;
+  };
+  try {
+    return json::parse(text, depth_bound);
+  } catch (const FormatError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw FormatError(c10::str(file, ": not JSON (", e.what(), ")"));
+  }
+}
+
+json read_hf_json(const std::string& file) {
+  try {
+    return parse_hf_json(file, files::read_small_file(file, kMaxConfigBytes));
+  } catch (const IoError& e) {
+    throw FormatError(e.what());
+  }
+}
+
 double hf_parameter_estimate(const HfModelInfo& m) {
   const ModelOptions& o = m.options;
   const double h = double(o.hidden), layers = double(o.layers);
@@ -285,18 +308,7 @@ HfModelInfo read_hf_config(const std::string& dir) {
   } catch (const IoError& e) {
     throw FormatError(e.what());
   }
-  json j;
-  const auto depth_bound = [&](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxConfigDepth) throw FormatError(c10::str(file, ": JSON nested deeper than ", kMaxConfigDepth));
-    return true;
-  };
-  try {
-    j = json::parse(m.config_json, depth_bound);
-  } catch (const FormatError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw FormatError(c10::str(file, ": not JSON (", e.what(), ")"));
-  }
+  const json j = parse_hf_json(file, m.config_json);
   if (!j.is_object()) throw FormatError(c10::str(file, ": not a JSON object"));
   const Config c(file, j);
   m.model_type = c.text("model_type");

@@ -16,6 +16,7 @@
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
+#include "hf_json.h"
 
 namespace actkit::app {
 namespace {
@@ -349,7 +350,7 @@ void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::s
   write_safetensors(out + "/model.safetensors", written, {});
   // config.json: the source's, with the headed architecture, fp32 weights
   // and (for a classifier) the classes the model has.
-  nlohmann::json config = nlohmann::json::parse(info.config_json);
+  nlohmann::json config = parse_hf_json(source_dir + "/config.json", info.config_json);
   const char* headed[] = {"GPT2LMHeadModel", "BertForSequenceClassification", "ViTForImageClassification",
                           info.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
   config["architectures"] = nlohmann::json::array({headed[int(info.family)]});
