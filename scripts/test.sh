@@ -254,6 +254,8 @@ for world in $worlds; do
     step "[$world] unity batches: every target's sources compile as one unit"
     bash scripts/check-unity.sh "$b"
   fi
+  step "[$world] the CPU kernels' instruction-set variants share no code"
+  bash scripts/check-isa-symbols.sh "$b"
 
   step "[$world] unit tests"
   ctest --test-dir "$b" --output-on-failure -j "$(nproc)" --timeout 600 -LE faults

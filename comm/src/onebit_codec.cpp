@@ -1,15 +1,13 @@
-// The 1-bit codec (see the header). Two passes over the chunk: the norm,
-// then the signs and the new error; x + error is recomputed in the second
-// pass rather than stored, so the codec needs no scratch memory.
+// The 1-bit codec (see the header): the tensors are checked here, the
+// arithmetic is the CPU kernel's (kernels/onebit.h), parallel over blocks.
 #include "actkit/comm/onebit_codec.h"
 
 #include <c10/util/StringUtil.h>
 
-#include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "actkit/core/errors.h"
+#include "actkit/kernels/onebit.h"
 
 namespace actkit {
 namespace {
@@ -44,63 +42,13 @@ bool onebit_encode(const at::Tensor& x, const at::Tensor& error, at::Tensor& new
     throw InvalidInput(c10::str("onebit_encode: the errors hold ", error.numel(), " and ", new_error.numel(),
                                 " values, the input ", x.numel()));
   }
-  const int64_t n = x.numel();
-  const float* xp = x.data_ptr<float>();
-  const float* ep = error.data_ptr<float>();
-  float* np = new_error.data_ptr<float>();
-  // ‖x + e‖² in four double partial sums: exact enough for any fp32 chunk,
-  // and the same order every time (the reference must match bit for bit).
-  double part[4] = {0, 0, 0, 0};
-  for (int64_t i = 0; i < n; i += 4) {  // n is a multiple of 8
-    for (int k = 0; k < 4; ++k) {
-      const double y = double(xp[i + k] + ep[i + k]);
-      part[k] += y * y;
-    }
-  }
-  const double sum = (part[0] + part[1]) + (part[2] + part[3]);
-  if (!std::isfinite(sum)) {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::memcpy(out, &nan, sizeof nan);
-    std::memset(out + 4, 0, size_t(n / 8));
-    return false;
-  }
-  const float scale = n > 0 ? float(std::sqrt(sum / double(n))) : 0.0f;
-  std::memcpy(out, &scale, sizeof scale);
-  uint8_t* signs = out + 4;
-  for (int64_t j = 0; j < n / 8; ++j) {
-    uint8_t byte = 0;
-    for (int k = 0; k < 8; ++k) {
-      const int64_t i = 8 * j + k;
-      const float y = xp[i] + ep[i];
-      const bool positive = y >= 0.0f;  // sign(0) = +1
-      byte |= uint8_t(positive) << k;
-      np[i] = y - (positive ? scale : -scale);  // ep[i] is not read again: np may alias it
-    }
-    signs[j] = byte;
-  }
-  return true;
+  return kernels::onebit_encode_cpu(x.data_ptr<float>(), error.data_ptr<float>(), new_error.data_ptr<float>(),
+                                    x.numel(), out);
 }
 
 bool onebit_decode(const uint8_t* bytes, at::Tensor& out, bool accumulate) {
   check_values(out, "onebit_decode", "the output");
-  const float scale = onebit_scale(bytes);
-  if (!std::isfinite(scale) || scale < 0) return false;
-  const int64_t n = out.numel();
-  float* op = out.data_ptr<float>();
-  const uint8_t* signs = bytes + 4;
-  // Two loops without a branch inside, so both vectorize.
-  if (accumulate) {
-    for (int64_t j = 0; j < n / 8; ++j) {
-      const uint8_t byte = signs[j];
-      for (int k = 0; k < 8; ++k) op[8 * j + k] += (byte >> k) & 1 ? scale : -scale;
-    }
-  } else {
-    for (int64_t j = 0; j < n / 8; ++j) {
-      const uint8_t byte = signs[j];
-      for (int k = 0; k < 8; ++k) op[8 * j + k] = (byte >> k) & 1 ? scale : -scale;
-    }
-  }
-  return true;
+  return kernels::onebit_decode_cpu(bytes, out.numel(), out.data_ptr<float>(), accumulate);
 }
 
 }  // namespace actkit

@@ -11,17 +11,19 @@
 #include <cstdint>
 #include <cstring>
 
+#include "actkit/kernels/common.h"
+
 namespace actkit::kernels::cpu {
 
 // ORs `v` into a byte that a neighbouring run (another thread) may also touch.
-inline void atomic_or_byte(uint8_t* p, uint8_t v) {
+ACTKIT_CPU_INLINE void atomic_or_byte(uint8_t* p, uint8_t v) {
   if (v != 0) __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
 }
 
 namespace detail {
 
 // Compacts 8 one-bit codes per 64-bit word into one byte.
-inline void pack1(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
+ACTKIT_CPU_INLINE void pack1(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
 #pragma omp simd
   for (int64_t i = 0; i < nbytes; ++i) {
     uint64_t w;
@@ -31,7 +33,7 @@ inline void pack1(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
   }
 }
 
-inline void pack2(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
+ACTKIT_CPU_INLINE void pack2(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
 #pragma omp simd
   for (int64_t i = 0; i < nbytes; ++i) {
     uint32_t w;
@@ -40,7 +42,7 @@ inline void pack2(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
   }
 }
 
-inline void pack4(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
+ACTKIT_CPU_INLINE void pack4(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
 #pragma omp simd
   for (int64_t i = 0; i < nbytes; ++i) {
     uint16_t w;
@@ -49,7 +51,7 @@ inline void pack4(const uint8_t* codes, int64_t nbytes, uint8_t* out) {
   }
 }
 
-inline void unpack1(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
+ACTKIT_CPU_INLINE void unpack1(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
 #pragma omp simd
   for (int64_t i = 0; i < nbytes; ++i) {
     const uint64_t v = in[i];
@@ -60,7 +62,7 @@ inline void unpack1(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
   }
 }
 
-inline void unpack2(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
+ACTKIT_CPU_INLINE void unpack2(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
 #pragma omp simd
   for (int64_t i = 0; i < nbytes; ++i) {
     const uint32_t v = in[i];
@@ -69,7 +71,7 @@ inline void unpack2(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
   }
 }
 
-inline void unpack4(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
+ACTKIT_CPU_INLINE void unpack4(const uint8_t* in, int64_t nbytes, uint8_t* codes) {
 #pragma omp simd
   for (int64_t i = 0; i < nbytes; ++i) {
     const uint32_t v = in[i];
@@ -94,7 +96,7 @@ constexpr uint64_t lane_mask(int lane, int width) {
 // Eight B-bit codes, one per byte of w, merged into the low 8B bits: pairs
 // of neighbours first (each 16-bit lane), then pairs of pairs, then halves.
 template <int B>
-inline uint64_t gather_octet(uint64_t w) {
+ACTKIT_CPU_INLINE uint64_t gather_octet(uint64_t w) {
   constexpr uint64_t k1 = lane_mask(16, B);
   constexpr uint64_t k2 = lane_mask(32, 2 * B);
   constexpr uint64_t k4 = lane_mask(64, 4 * B);
@@ -105,7 +107,7 @@ inline uint64_t gather_octet(uint64_t w) {
 
 // The inverse: the low 8B bits of v spread to one B-bit code per byte.
 template <int B>
-inline uint64_t spread_octet(uint64_t v) {
+ACTKIT_CPU_INLINE uint64_t spread_octet(uint64_t v) {
   constexpr uint64_t k1 = lane_mask(16, B);
   constexpr uint64_t k2 = lane_mask(32, 2 * B);
   constexpr uint64_t k4 = lane_mask(64, 4 * B);
@@ -115,7 +117,7 @@ inline uint64_t spread_octet(uint64_t v) {
 }
 
 template <int B>
-inline void pack_octets(const uint8_t* codes, int64_t groups, uint8_t* out) {
+ACTKIT_CPU_INLINE void pack_octets(const uint8_t* codes, int64_t groups, uint8_t* out) {
   const int64_t whole = groups > 8 / B + 1 ? groups - (8 / B + 1) : 0;  // groups with 8 bytes of room
   int64_t g = 0;
   for (; g < whole; ++g) {
@@ -133,7 +135,7 @@ inline void pack_octets(const uint8_t* codes, int64_t groups, uint8_t* out) {
 }
 
 template <int B>
-inline void unpack_octets(const uint8_t* in, int64_t groups, uint8_t* codes) {
+ACTKIT_CPU_INLINE void unpack_octets(const uint8_t* in, int64_t groups, uint8_t* codes) {
   const int64_t whole = groups > 8 / B + 1 ? groups - (8 / B + 1) : 0;
   int64_t g = 0;
   for (; g < whole; ++g) {
@@ -152,7 +154,7 @@ inline void unpack_octets(const uint8_t* in, int64_t groups, uint8_t* codes) {
 
 // Packs/unpacks the whole groups of eight of a byte-aligned run of 3, 5, 6
 // or 7-bit codes; returns how many codes that covered (a multiple of 8).
-inline int64_t pack_octets(const uint8_t* codes, int64_t count, int bits, uint8_t* out) {
+ACTKIT_CPU_INLINE int64_t pack_octets(const uint8_t* codes, int64_t count, int bits, uint8_t* out) {
   const int64_t groups = count / 8;
   switch (bits) {
     case 3: pack_octets<3>(codes, groups, out); break;
@@ -164,7 +166,7 @@ inline int64_t pack_octets(const uint8_t* codes, int64_t count, int bits, uint8_
   return 8 * groups;
 }
 
-inline int64_t unpack_octets(const uint8_t* in, int64_t count, int bits, uint8_t* codes) {
+ACTKIT_CPU_INLINE int64_t unpack_octets(const uint8_t* in, int64_t count, int bits, uint8_t* codes) {
   const int64_t groups = count / 8;
   switch (bits) {
     case 3: unpack_octets<3>(in, groups, codes); break;
@@ -182,7 +184,7 @@ inline int64_t unpack_octets(const uint8_t* in, int64_t count, int bits, uint8_t
 // Bytes wholly inside the run are stored; the at most two bytes shared with
 // neighbouring runs are OR-ed atomically. So `out` must start zeroed, and
 // disjoint runs may be packed concurrently.
-inline void pack_codes(const uint8_t* codes, int64_t count, int bits, uint8_t* out, int64_t bit_pos) {
+ACTKIT_CPU_INLINE void pack_codes(const uint8_t* codes, int64_t count, int bits, uint8_t* out, int64_t bit_pos) {
   if (count <= 0) return;
   if ((bit_pos & 7) == 0 && (8 % bits) != 0) {
     // Whole groups of eight fill whole bytes that no other run touches.
@@ -235,7 +237,7 @@ inline void pack_codes(const uint8_t* codes, int64_t count, int bits, uint8_t* o
 
 // Unpacks `count` codes of `bits` bits from stream bit `bit_pos` of `in`.
 // Reads only the bytes that hold the run's bits.
-inline void unpack_codes(const uint8_t* in, int64_t bit_pos, int64_t count, int bits, uint8_t* codes) {
+ACTKIT_CPU_INLINE void unpack_codes(const uint8_t* in, int64_t bit_pos, int64_t count, int bits, uint8_t* codes) {
   if (count <= 0) return;
   if ((bit_pos & 7) == 0 && (8 % bits) != 0) {
     const int64_t done = detail::unpack_octets(in + (bit_pos >> 3), count, bits, codes);

@@ -18,27 +18,46 @@ struct Bf16In {
 struct Fp16In {
   uint16_t bits;
 };
+// The unsigned type of the same width (no <type_traits> templates with
+// external linkage in the variants).
+template <typename T>
+struct Unsigned;
+template <>
+struct Unsigned<uint8_t> {
+  using type = uint8_t;
+};
+template <>
+struct Unsigned<int32_t> {
+  using type = uint32_t;
+};
+template <>
+struct Unsigned<int64_t> {
+  using type = uint64_t;
+};
 
-inline void to_float(const float* src, int64_t len, float* dst) { std::memcpy(dst, src, size_t(len) * 4); }
+template <typename T>
+constexpr bool is_float_v = std::is_same_v<T, float>;
 
-inline void to_float(const Bf16In* src, int64_t len, float* dst) {
+ACTKIT_CPU_INLINE void to_float(const float* src, int64_t len, float* dst) { std::memcpy(dst, src, size_t(len) * 4); }
+
+ACTKIT_CPU_INLINE void to_float(const Bf16In* src, int64_t len, float* dst) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) dst[j] = bf16_to_float(src[j].bits);
 }
 
-inline void to_float(const Fp16In* src, int64_t len, float* dst) {
+ACTKIT_CPU_INLINE void to_float(const Fp16In* src, int64_t len, float* dst) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) dst[j] = fp16_to_float(src[j].bits);
 }
 
-inline void from_float(const float* src, int64_t len, float* dst) { std::memcpy(dst, src, size_t(len) * 4); }
+ACTKIT_CPU_INLINE void from_float(const float* src, int64_t len, float* dst) { std::memcpy(dst, src, size_t(len) * 4); }
 
-inline void from_float(const float* src, int64_t len, Bf16In* dst) {
+ACTKIT_CPU_INLINE void from_float(const float* src, int64_t len, Bf16In* dst) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) dst[j].bits = float_to_bf16_rne(src[j]);
 }
 
-inline void from_float(const float* src, int64_t len, Fp16In* dst) {
+ACTKIT_CPU_INLINE void from_float(const float* src, int64_t len, Fp16In* dst) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) dst[j].bits = float_to_fp16_rne(src[j]);
 }
@@ -46,8 +65,8 @@ inline void from_float(const float* src, int64_t len, Fp16In* dst) {
 // values[start, start + len) as fp32: a pointer into the input when it is
 // fp32, otherwise converted into `buf` (len entries).
 template <typename In>
-inline const float* load_floats(const In* input, int64_t start, int64_t len, float* buf) {
-  if constexpr (std::is_same_v<In, float>) {
+ACTKIT_CPU_INLINE const float* load_floats(const In* input, int64_t start, int64_t len, float* buf) {
+  if constexpr (is_float_v<In>) {
     return input + start;
   } else {
     to_float(input + start, len, buf);

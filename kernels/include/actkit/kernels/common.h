@@ -11,9 +11,16 @@
 
 #if defined(__CUDACC__)
 #define ACTKIT_HD __host__ __device__ __forceinline__
+#elif defined(ACTKIT_CPU_ISA)
+// An instruction-set variant of the CPU kernels (kernels/cpu/isa/): every
+// helper is inlined into the variant, so no out-of-line copy compiled for
+// one instruction set can stand in for another's (scripts/check-isa-symbols.sh).
+#define ACTKIT_HD __attribute__((always_inline)) inline
 #else
 #define ACTKIT_HD inline
 #endif
+// Host-only helpers of the CPU kernels, inlined the same way.
+#define ACTKIT_CPU_INLINE ACTKIT_HD
 
 namespace actkit::kernels {
 

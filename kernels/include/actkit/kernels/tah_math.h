@@ -29,7 +29,7 @@ ACTKIT_HD float abs_rn(float x) { return bits_float(float_bits(x) & 0x7fffffffu)
 // Combines 32 partial sums as a warp's xor-shuffle butterfly does (after
 // the step at distance d, lanes l and l ^ d both hold acc[l] + acc[l ^ d]);
 // the sum lands in acc[0]. Host-side twin of the CUDA reduction.
-inline float tah_lane_total(float* acc) {
+ACTKIT_CPU_INLINE float tah_lane_total(float* acc) {
   for (int d = kTahLanes / 2; d > 0; d /= 2) {
     for (int l = 0; l < d; ++l) acc[l] = add_rn(acc[l], acc[l + d]);
   }
@@ -103,7 +103,7 @@ ACTKIT_HD int64_t tah_butterfly_index(int64_t p, int64_t h) { return (p / h) * 2
 // H_G / sqrt(G) is orthogonal and symmetric, so applying this twice gives y
 // back (up to float rounding). The CUDA kernels run the same butterflies,
 // a warp's lanes sharing each stage.
-inline void tah_hadamard(float* y, int g) {
+ACTKIT_CPU_INLINE void tah_hadamard(float* y, int g) {
   for (int64_t h = 1; h < g; h *= 2) {
     for (int64_t p = 0; p < g / 2; ++p) tah_butterfly(y, tah_butterfly_index(p, h), tah_butterfly_index(p, h) + h);
   }
@@ -114,11 +114,21 @@ inline void tah_hadamard(float* y, int g) {
 #if !defined(__CUDACC__)  // host code of the CPU kernels and tests only
 // tah_hadamard for a tile size fixed at compile time, for the CPU kernels:
 // the same butterflies in the same stage order, so the same bits, with the
-// tile held in vectors of W = min(G, 16) floats. A stage of half-width
+// tile held in vectors of W = min(G, the register width) floats. A stage of half-width
 // h < W stays inside each vector: element k takes v[k] + v[k ^ h] where bit
 // h of k is clear and v[k ^ h] - v[k] where it is set (one lane shuffle and
 // a select); a stage of h >= W pairs whole vectors.
 namespace tah_detail {
+
+// The floats of the widest vector register the build targets: wider vectors
+// than the hardware has are emulated, and their lane shuffles cost tenfold.
+#if defined(__AVX512F__)
+constexpr int kTahVectorFloats = 16;
+#elif defined(__AVX__)
+constexpr int kTahVectorFloats = 8;
+#else
+constexpr int kTahVectorFloats = 4;
+#endif
 
 template <int W>
 struct TileVec {
@@ -127,7 +137,7 @@ struct TileVec {
 };
 
 template <int G, int W, int H>
-inline void hadamard_stages(typename TileVec<W>::F* v) {
+ACTKIT_CPU_INLINE void hadamard_stages(typename TileVec<W>::F* v) {
   using F = typename TileVec<W>::F;
   using I = typename TileVec<W>::I;
   if constexpr (H < W) {
@@ -164,9 +174,9 @@ inline void hadamard_stages(typename TileVec<W>::F* v) {
 }  // namespace tah_detail
 
 template <int G>
-inline void tah_hadamard_fixed(float* y) {
+ACTKIT_CPU_INLINE void tah_hadamard_fixed(float* y) {
   static_assert(G >= 8 && G <= 256 && (G & (G - 1)) == 0, "tile sizes are powers of two in [8, 256]");
-  constexpr int W = G < 16 ? G : 16;
+  constexpr int W = G < tah_detail::kTahVectorFloats ? G : tah_detail::kTahVectorFloats;
   typename tah_detail::TileVec<W>::F v[G / W];
   std::memcpy(v, y, sizeof v);
   tah_detail::hadamard_stages<G, W, 1>(v);

@@ -1,0 +1,187 @@
+// DirectQ over a range of elements, kDirectQRun values at a time in local
+// buffers, so every inner loop is a simple vectorizable pass. Ranges start
+// at multiples of 8 values, hence on whole bytes of the code stream.
+#include <cstdint>
+
+#include "actkit/kernels/directq_math.h"
+#include "bitpack.h"
+#include "float_io.h"
+#include "isa_functions.h"
+
+namespace actkit::kernels::ACTKIT_CPU_ISA {
+namespace {
+
+using cpu::Bf16In;
+using cpu::Fp16In;
+using cpu::kDirectQRun;
+
+ACTKIT_CPU_INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// max |x| bits over one run.
+ACTKIT_CPU_INLINE uint32_t run_max(const float* x, int64_t len) {
+  uint32_t m = 0;
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < len; ++j) {
+    const uint32_t a = abs_bits(x[j]);
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+// Per-channel maxima of one run that starts at channel c0, into m[C].
+ACTKIT_CPU_INLINE void run_channel_max(const float* x, int64_t len, int64_t c0, int64_t C, uint32_t* m) {
+  for (int64_t j = 0, c = c0; j < len; c = 0) {
+    const int64_t n = min64(len - j, C - c);
+    uint32_t* mc = m + c;
+    const float* xj = x + j;
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) {
+      const uint32_t a = abs_bits(xj[k]);
+      mc[k] = a > mc[k] ? a : mc[k];
+    }
+    j += n;
+  }
+}
+
+template <typename In>
+uint32_t max_abs(const DirectQEncodeArgs& a, int64_t begin, int64_t end) {
+  const In* input = static_cast<const In*>(a.input);
+  alignas(64) float buf[kDirectQRun];
+  uint32_t acc = 0;
+  for (int64_t start = begin; start < end; start += kDirectQRun) {
+    const int64_t len = min64(kDirectQRun, end - start);
+    const uint32_t m = run_max(cpu::load_floats(input, start, len, buf), len);
+    acc = m > acc ? m : acc;
+  }
+  return acc;
+}
+
+template <typename In>
+void channel_max(const DirectQEncodeArgs& a, int64_t begin, int64_t end, uint32_t* maxima) {
+  const In* input = static_cast<const In*>(a.input);
+  alignas(64) float buf[kDirectQRun];
+  for (int64_t start = begin; start < end; start += kDirectQRun) {
+    const int64_t len = min64(kDirectQRun, end - start);
+    run_channel_max(cpu::load_floats(input, start, len, buf), len, start % a.num_scales, a.num_scales, maxima);
+  }
+}
+
+// Codes of one run [start, start + len) into codes[0, len). inv holds the
+// factor L / s per channel (or one factor when !kPerChannel).
+template <bool kPerChannel, bool kStochastic>
+ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, const float* inv, int64_t C,
+                                    float top, RngKey key, uint8_t* codes) {
+  const uint32_t lo0 = uint32_t(uint64_t(start));
+  const uint32_t hi0 = uint32_t(uint64_t(start) >> 32);
+  for (int64_t j = 0, c = kPerChannel ? start % C : 0; j < len; c = 0) {
+    const int64_t n = kPerChannel ? min64(len - j, C - c) : len;
+    const float* f = inv + c;
+    const float* xj = x + j;
+    uint8_t* out = codes + j;
+    const uint32_t lo_j = lo0 + uint32_t(j);
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) {
+      const float s = kPerChannel ? f[k] : f[0];
+      if constexpr (kStochastic) {
+        // The 64-bit element index, split once; the low word may wrap.
+        const uint32_t lo = lo_j + uint32_t(k);
+        const uint32_t hi = hi0 + (lo < lo0 ? 1u : 0u);
+        out[k] = directq_code_stochastic(xj[k], s, top, counter_uniform(key, lo, hi));
+      } else {
+        out[k] = directq_code_nearest(xj[k], s, top);
+      }
+    }
+    j += n;
+  }
+}
+
+template <typename In, bool kPerChannel, bool kStochastic>
+void quantize(const DirectQEncodeArgs& a, const float* inv, int64_t begin, int64_t end) {
+  const In* input = static_cast<const In*>(a.input);
+  const float top = float(directq_levels(a.bits));
+  const RngKey key = a.key;
+  alignas(64) float buf[kDirectQRun];
+  alignas(64) uint8_t codes[kDirectQRun];
+  for (int64_t start = begin; start < end; start += kDirectQRun) {
+    const int64_t len = min64(kDirectQRun, end - start);
+    const float* x = cpu::load_floats(input, start, len, buf);
+    quantize_run<kPerChannel, kStochastic>(x, len, start, inv, a.num_scales, top, key, codes);
+    cpu::pack_codes(codes, len, a.bits, a.codes, start * a.bits);
+  }
+}
+
+template <typename In>
+void quantize_typed(const DirectQEncodeArgs& a, const float* inv, int64_t begin, int64_t end) {
+  const bool per_channel = a.num_scales > 1;
+  if (per_channel && a.stochastic) quantize<In, true, true>(a, inv, begin, end);
+  if (per_channel && !a.stochastic) quantize<In, true, false>(a, inv, begin, end);
+  if (!per_channel && a.stochastic) quantize<In, false, true>(a, inv, begin, end);
+  if (!per_channel && !a.stochastic) quantize<In, false, false>(a, inv, begin, end);
+}
+
+template <typename Out>
+void decode_typed(const DirectQDecodeArgs& a, const float* step, int64_t begin, int64_t end) {
+  Out* output = static_cast<Out*>(a.output);
+  const int32_t levels = directq_levels(a.bits);
+  const int64_t C = a.num_scales;
+  alignas(64) uint8_t codes[kDirectQRun];
+  alignas(64) float ybuf[kDirectQRun];
+  for (int64_t start = begin; start < end; start += kDirectQRun) {
+    const int64_t len = min64(kDirectQRun, end - start);
+    cpu::unpack_codes(a.codes, start * a.bits, len, a.bits, codes);
+    float* y = cpu::is_float_v<Out> ? reinterpret_cast<float*>(output + start) : ybuf;
+    if (C == 1) {
+      const float s0 = step[0];
+#pragma omp simd
+      for (int64_t k = 0; k < len; ++k) y[k] = directq_value(codes[k], s0, levels);
+    } else {
+      for (int64_t j = 0, c = start % C; j < len; c = 0) {
+        const int64_t n = min64(len - j, C - c);
+        const float* s = step + c;
+        const uint8_t* q = codes + j;
+        float* yj = y + j;
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) yj[k] = directq_value(q[k], s[k], levels);
+        j += n;
+      }
+    }
+    if constexpr (!cpu::is_float_v<Out>) cpu::from_float(ybuf, len, output + start);
+  }
+}
+
+}  // namespace
+
+uint32_t directq_max_abs(const DirectQEncodeArgs& a, int64_t begin, int64_t end) {
+  switch (a.input_type) {
+    case FloatType::kFloat32: return max_abs<float>(a, begin, end);
+    case FloatType::kFloat16: return max_abs<Fp16In>(a, begin, end);
+    case FloatType::kBFloat16: return max_abs<Bf16In>(a, begin, end);
+  }
+  return 0;
+}
+
+void directq_channel_max(const DirectQEncodeArgs& a, int64_t begin, int64_t end, uint32_t* maxima) {
+  switch (a.input_type) {
+    case FloatType::kFloat32: channel_max<float>(a, begin, end, maxima); break;
+    case FloatType::kFloat16: channel_max<Fp16In>(a, begin, end, maxima); break;
+    case FloatType::kBFloat16: channel_max<Bf16In>(a, begin, end, maxima); break;
+  }
+}
+
+void directq_quantize(const DirectQEncodeArgs& a, const float* inv_step, int64_t begin, int64_t end) {
+  switch (a.input_type) {
+    case FloatType::kFloat32: quantize_typed<float>(a, inv_step, begin, end); break;
+    case FloatType::kFloat16: quantize_typed<Fp16In>(a, inv_step, begin, end); break;
+    case FloatType::kBFloat16: quantize_typed<Bf16In>(a, inv_step, begin, end); break;
+  }
+}
+
+void directq_decode(const DirectQDecodeArgs& a, const float* step, int64_t begin, int64_t end) {
+  switch (a.output_type) {
+    case FloatType::kFloat32: decode_typed<float>(a, step, begin, end); break;
+    case FloatType::kFloat16: decode_typed<Fp16In>(a, step, begin, end); break;
+    case FloatType::kBFloat16: decode_typed<Bf16In>(a, step, begin, end); break;
+  }
+}
+
+}  // namespace actkit::kernels::ACTKIT_CPU_ISA

@@ -1,0 +1,291 @@
+// TAH-Quant over a range of tokens: the token entropies, the tiles of each
+// token (extremes, outlier tests and transform, quantizer, codes) and their
+// decode. The tile size is a compile-time constant, so the loops over a tile
+// are whole vectors.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "actkit/kernels/tah_math.h"
+#include "bitpack.h"
+#include "float_io.h"
+#include "isa_functions.h"
+
+namespace actkit::kernels::ACTKIT_CPU_ISA {
+namespace {
+
+using cpu::Bf16In;
+using cpu::Fp16In;
+
+// Whether any of the C values is NaN or Inf.
+ACTKIT_CPU_INLINE bool has_non_finite(const float* a, int64_t C) {
+  float poison = 0.0f;
+#pragma omp simd reduction(+ : poison)
+  for (int64_t k = 0; k < C; ++k) poison += a[k] * 0.0f;
+  return !(poison == 0.0f);
+}
+
+// Entropy of one token in the order of tah_math.h (32 lane sums, then the
+// butterfly). Returns false when the token holds NaN or Inf.
+ACTKIT_CPU_INLINE bool token_entropy(const float* a, int64_t C, float* out) {
+  alignas(64) float acc[kTahLanes] = {};
+  int64_t k = 0;
+  for (; k + kTahLanes <= C; k += kTahLanes) {
+#pragma omp simd
+    for (int l = 0; l < kTahLanes; ++l) acc[l] = add_rn(acc[l], abs_rn(a[k + l]));
+  }
+  for (int l = 0; k + l < C; ++l) acc[l] = add_rn(acc[l], abs_rn(a[k + l]));
+  const float l1 = tah_lane_total(acc);
+  // A finite sum of magnitudes proves every value finite, so only a sum
+  // that is not (NaN or Inf among the values, or an overflow) is checked.
+  if (!std::isfinite(l1) && has_non_finite(a, C)) return false;
+  const float inv_l1 = tah_inv_l1(l1);
+
+  alignas(64) float ent[kTahLanes] = {};
+  for (k = 0; k + kTahLanes <= C; k += kTahLanes) {
+#pragma omp simd
+    for (int l = 0; l < kTahLanes; ++l) ent[l] = add_rn(ent[l], tah_entropy_term(a[k + l], inv_l1));
+  }
+  for (int l = 0; k + l < C; ++l) ent[l] = add_rn(ent[l], tah_entropy_term(a[k + l], inv_l1));
+  *out = tah_entropy_from_sum(tah_lane_total(ent));
+  return true;
+}
+
+template <typename In>
+bool entropy_typed(const void* input, int64_t C, int64_t t0, int64_t t1, float* entropy, float* buf) {
+  const In* in = static_cast<const In*>(input);
+  for (int64_t t = t0; t != t1; ++t) {
+    if (!token_entropy(cpu::load_floats(in, t * C, C, buf), C, entropy + t)) return false;
+  }
+  return true;
+}
+
+// 1 / tau rounded up by a margin that covers every rounding of the outlier
+// test: a tile with two magnitudes >= a1 * that factor has a2 >= a1 / tau,
+// so a1 / (a2 + rho) rounds to at most tau and the tile is no outlier.
+// Infinite for tau == 0 (the prefilter then never decides).
+ACTKIT_CPU_INLINE float outlier_prefilter_factor(float tau) { return float(1.0 / double(tau) * (1.0 + 1e-6)); }
+
+// The smallest and largest of G values.
+template <int G>
+ACTKIT_CPU_INLINE void tile_min_max(const float* a, float* mn_out, float* mx_out) {
+  float mn = a[0];
+  float mx = a[0];
+#pragma omp simd reduction(min : mn) reduction(max : mx)
+  for (int k = 0; k < G; ++k) {
+    mn = a[k] < mn ? a[k] : mn;
+    mx = a[k] > mx ? a[k] : mx;
+  }
+  *mn_out = mn;
+  *mx_out = mx;
+}
+
+// The outlier test of one tile whose extremes are mn and mx. On an outlier
+// tile, writes the pivot-swapped, transformed tile to `out`, its new
+// extremes to mn and mx, and returns its pivot (the element swapped to 0);
+// otherwise returns -1 and writes nothing.
+template <int G>
+ACTKIT_CPU_INLINE int transform_outlier(const float* a, float tau, float prefilter, float* mn, float* mx, float* out) {
+  const float a1 = abs_rn(*mn) > abs_rn(*mx) ? abs_rn(*mn) : abs_rn(*mx);
+  // Most tiles have a second magnitude near the first, which proves them no
+  // outlier tile (same outcome as the exact test). Often the extremes
+  // themselves show it: they are two different elements unless all G are
+  // equal. Otherwise one counting pass looks for two near the top.
+  const float thr = a1 * prefilter;
+  if ((abs_rn(*mn) < abs_rn(*mx) ? abs_rn(*mn) : abs_rn(*mx)) >= thr) return -1;
+  int near_top = 0;
+#pragma omp simd reduction(+ : near_top)
+  for (int k = 0; k < G; ++k) near_top += abs_rn(a[k]) >= thr ? 1 : 0;
+  if (near_top >= 2) return -1;
+  int d = G;  // the first element at the maximum magnitude
+#pragma omp simd reduction(min : d)
+  for (int k = 0; k < G; ++k) d = abs_rn(a[k]) == a1 && k < d ? k : d;
+  float a2 = 0.0f;
+#pragma omp simd reduction(max : a2)
+  for (int k = 0; k < G; ++k) {
+    const float v = k == d ? 0.0f : abs_rn(a[k]);
+    a2 = v > a2 ? v : a2;
+  }
+  if (!tah_is_outlier(a1, a2, tau)) return -1;
+  std::memcpy(out, a, sizeof(float) * G);
+  out[0] = a[d];  // the pivot swap
+  out[d] = a[0];
+  tah_hadamard_fixed<G>(out);
+  if (has_non_finite(out, G)) {
+    // Finite inputs near FLT_MAX can overflow in the butterflies (and meet
+    // as Inf - Inf = NaN). Such a tile is far outside fp16's range anyway;
+    // unbounded extremes make tah_tile_params refuse it on every compiler,
+    // where a reduction over NaN would pick its result by vector order.
+    *mn = -INFINITY;
+    *mx = INFINITY;
+  } else {
+    tile_min_max<G>(out, mn, mx);
+  }
+  return d;
+}
+
+// Codes of G values under a tile's quantizer, one per byte.
+template <int G>
+ACTKIT_CPU_INLINE void tile_codes(const float* y, const TahTileParams& p, int bits, uint8_t* q) {
+  const float top = float((1u << bits) - 1u);
+  const float zero = p.zero;
+  const float inv = p.inv_scale;
+#pragma omp simd
+  for (int k = 0; k < G; ++k) q[k] = tah_code(y[k], zero, inv, top);
+}
+
+// Encodes token t (values x) at `bits`, each step over all of the token's
+// tiles before the next (extremes, outlier tests, quantizer and codes):
+// the tiles are independent, so the long chains of dependent operations in
+// each step overlap across tiles. Returns false when a tile's zero or scale
+// does not fit fp16.
+template <int G>
+ACTKIT_CPU_INLINE bool encode_token(const float* x, int64_t t, int bits, const TahEncodeArgs& a, float prefilter, const cpu::TahScratch& s) {
+  const TahLayout& L = a.layout;
+  const int64_t K = L.tiles_per_token();
+  for (int64_t j = 0; j < K; ++j) {
+    tile_min_max<G>(x + j * G, &s.mn[j], &s.mx[j]);
+  }
+  if (a.hadamard) {
+    for (int64_t j = 0; j < K; ++j) {
+      s.pivot[j] = transform_outlier<G>(x + j * G, a.tau, prefilter, &s.mn[j], &s.mx[j],
+                                                s.transformed + j * G);
+    }
+  }
+  const int64_t first = t * K;  // the token's first tile in the payload
+  uint16_t* params = reinterpret_cast<uint16_t*>(a.payload + L.params_offset()) + 2 * first;
+  uint8_t* pivots = a.payload + L.pivots_offset() + first;
+  uint8_t* flags = a.payload + L.flags_offset();
+  for (int64_t j = 0; j < K; ++j) {
+    TahTileParams p;
+    if (!tah_tile_params(s.mn[j], s.mx[j], bits, &p)) return false;
+    const bool transformed = s.pivot[j] >= 0;
+    const float* y = transformed ? s.transformed + j * G : x + j * G;  // the values as coded
+    tile_codes<G>(y, p, bits, s.q + j * G);
+    params[2 * j] = p.zero_bits;
+    params[2 * j + 1] = p.scale_bits;
+    if (transformed) {
+      pivots[j] = uint8_t(s.pivot[j]);
+      // Tiles of neighbouring tasks share flag bytes.
+      cpu::atomic_or_byte(flags + (first + j) / 8, uint8_t(1u << ((first + j) % 8)));
+    }
+  }
+  return true;
+}
+
+template <typename In, int G>
+bool encode_tokens(const TahEncodeArgs& a, const int64_t* ranks, int64_t t0, int64_t t1, const cpu::TahScratch& s) {
+  const TahLayout& L = a.layout;
+  const In* input = static_cast<const In*>(a.input);
+  const int64_t C = L.channels;
+  const uint64_t* map = reinterpret_cast<const uint64_t*>(a.payload + L.map_offset());
+  const float prefilter = outlier_prefilter_factor(a.tau);
+  for (int64_t t = t0; t != t1; ++t) {
+    const float* x = cpu::load_floats(input, t * C, C, s.values);
+    const TahTokenBits tb = tah_token_bits(map, ranks, t, L.high_tokens);
+    const int bits = tb.high ? L.high_bits : L.low_bits;
+    if (!encode_token<G>(x, t, bits, a, prefilter, s)) return false;
+    // A token's codes are whole bytes of their own.
+    cpu::pack_codes(s.q, C, bits, a.payload + L.token_codes_offset(t, tb.rank), 0);
+  }
+  return true;
+}
+
+template <typename Out, int G>
+void decode_tokens(const TahDecodeArgs& a, const int64_t* ranks, int64_t t0, int64_t t1) {
+  const TahLayout& L = a.layout;
+  Out* output = static_cast<Out*>(a.output);
+  const int64_t K = L.tiles_per_token();
+  const uint64_t* map = reinterpret_cast<const uint64_t*>(a.payload + L.map_offset());
+  const uint16_t* params = reinterpret_cast<const uint16_t*>(a.payload + L.params_offset());
+  const uint8_t* pivots = a.payload + L.pivots_offset();
+  const uint8_t* flags = a.payload + L.flags_offset();
+  alignas(64) uint8_t q[kTahMaxGroupSize];
+  alignas(64) float ybuf[kTahMaxGroupSize];
+  for (int64_t t = t0; t != t1; ++t) {
+    const TahTokenBits tb = tah_token_bits(map, ranks, t, L.high_tokens);
+    const int bits = tb.high ? L.high_bits : L.low_bits;
+    const uint8_t* codes = a.payload + L.token_codes_offset(t, tb.rank);
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t i = t * K + j;
+      const int64_t elem = t * L.channels + j * G;
+      cpu::unpack_codes(codes + j * G * bits / 8, 0, G, bits, q);
+      const float zero = fp16_to_float(params[2 * i]);
+      const float scale = fp16_to_float(params[2 * i + 1]);
+      float* y = cpu::is_float_v<Out> ? reinterpret_cast<float*>(output + elem) : ybuf;
+#pragma omp simd
+      for (int k = 0; k < G; ++k) y[k] = tah_value(q[k], zero, scale);
+      if ((flags[i / 8] >> (i % 8)) & 1u) {
+        tah_hadamard_fixed<G>(y);
+        const int p = pivots[i] & (G - 1);
+        const float first = y[0];
+        y[0] = y[p];
+        y[p] = first;
+      }
+      if constexpr (!cpu::is_float_v<Out>) cpu::from_float(ybuf, G, output + elem);
+    }
+  }
+}
+
+// Calls f(std::integral_constant-like tag) for the layout's tile size G:
+// one instance of a kernel per tile size the layout accepts.
+template <int G>
+struct TileSize {
+  static constexpr int value = G;
+};
+
+template <typename F>
+ACTKIT_CPU_INLINE auto with_group_size(int g, F&& f) {
+  switch (g) {
+    case 8: return f(TileSize<8>{});
+    case 16: return f(TileSize<16>{});
+    case 32: return f(TileSize<32>{});
+    case 64: return f(TileSize<64>{});
+    case 128: return f(TileSize<128>{});
+    case 256: return f(TileSize<256>{});
+    default: std::abort();  // the layout was validated: a power of two in [8, 256]
+  }
+}
+
+template <typename In>
+bool encode_sized(const TahEncodeArgs& a, const int64_t* ranks, int64_t t0, int64_t t1, const cpu::TahScratch& s) {
+  return with_group_size(a.layout.group_size,
+                         [&](auto g) { return encode_tokens<In, decltype(g)::value>(a, ranks, t0, t1, s); });
+}
+
+template <typename Out>
+void decode_sized(const TahDecodeArgs& a, const int64_t* ranks, int64_t t0, int64_t t1) {
+  with_group_size(a.layout.group_size, [&](auto g) { decode_tokens<Out, decltype(g)::value>(a, ranks, t0, t1); });
+}
+
+}  // namespace
+
+bool tah_entropy(const void* input, FloatType type, int64_t channels, int64_t t0, int64_t t1, float* entropy,
+                 float* buf) {
+  switch (type) {
+    case FloatType::kFloat32: return entropy_typed<float>(input, channels, t0, t1, entropy, buf);
+    case FloatType::kFloat16: return entropy_typed<Fp16In>(input, channels, t0, t1, entropy, buf);
+    case FloatType::kBFloat16: return entropy_typed<Bf16In>(input, channels, t0, t1, entropy, buf);
+  }
+  return true;
+}
+
+bool tah_encode(const TahEncodeArgs& a, const int64_t* ranks, int64_t t0, int64_t t1, const cpu::TahScratch& s) {
+  switch (a.input_type) {
+    case FloatType::kFloat32: return encode_sized<float>(a, ranks, t0, t1, s);
+    case FloatType::kFloat16: return encode_sized<Fp16In>(a, ranks, t0, t1, s);
+    case FloatType::kBFloat16: return encode_sized<Bf16In>(a, ranks, t0, t1, s);
+  }
+  return true;
+}
+
+void tah_decode(const TahDecodeArgs& a, const int64_t* ranks, int64_t t0, int64_t t1) {
+  switch (a.output_type) {
+    case FloatType::kFloat32: decode_sized<float>(a, ranks, t0, t1); break;
+    case FloatType::kFloat16: decode_sized<Fp16In>(a, ranks, t0, t1); break;
+    case FloatType::kBFloat16: decode_sized<Bf16In>(a, ranks, t0, t1); break;
+  }
+}
+
+}  // namespace actkit::kernels::ACTKIT_CPU_ISA

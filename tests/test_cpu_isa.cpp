@@ -1,0 +1,257 @@
+// The CPU kernels' instruction-set paths (kernels/include/actkit/kernels/cpu_isa.h):
+// the path ACTKIT_CPU_KERNELS forces is the one taken, and every path this
+// machine runs writes the same bytes as the scalar one, entry by entry of
+// the variant tables, on inputs with awkward sizes (tails shorter than a
+// vector, groups that straddle bytes, per-sample bits, 16-bit inputs).
+// ctest runs the codec tests once more per path (tests/CMakeLists.txt), so
+// the payload digests pin each path too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "actkit/kernels/cpu_isa.h"
+#include "actkit/kernels/half.h"
+#include "isa/isa_kernels.h"
+
+namespace k = actkit::kernels;
+
+namespace {
+
+const std::vector<k::CpuIsa> kAll = {k::CpuIsa::kScalar, k::CpuIsa::kAvx2, k::CpuIsa::kAvx512};
+
+const k::cpu::IsaKernels& table(k::CpuIsa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case k::CpuIsa::kAvx2: return k::isa_avx2::table();
+    case k::CpuIsa::kAvx512: return k::isa_avx512::table();
+#endif
+    default: return k::isa_scalar::table();
+  }
+}
+
+// Bell-shaped values with a few outliers and exact zeros.
+std::vector<float> values(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[size_t(i)] = i % 97 == 0 ? 0.0f : normal(gen) * (i % 61 == 0 ? 40.0f : 1.0f);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST(CpuIsa, ForcedPathIsTaken) {
+  const char* env = std::getenv("ACTKIT_CPU_KERNELS");
+  k::CpuIsa wanted;
+  if (env == nullptr || !k::parse_cpu_isa(env, &wanted)) GTEST_SKIP() << "no path forced";
+  if (!k::cpu_isa_supported(wanted)) GTEST_SKIP() << env << ": this machine cannot run it";
+  EXPECT_EQ(k::cpu_isa(), wanted);
+}
+
+TEST(CpuIsa, NamesRoundTripAndScalarAlwaysRuns) {
+  for (k::CpuIsa isa : kAll) {
+    k::CpuIsa back;
+    ASSERT_TRUE(k::parse_cpu_isa(k::cpu_isa_name(isa), &back));
+    EXPECT_EQ(back, isa);
+  }
+  k::CpuIsa dummy;
+  EXPECT_FALSE(k::parse_cpu_isa("auto", &dummy));
+  EXPECT_FALSE(k::parse_cpu_isa("AVX512", &dummy));
+  EXPECT_TRUE(k::cpu_isa_supported(k::CpuIsa::kScalar));
+  EXPECT_TRUE(k::cpu_isa_supported(k::cpu_isa()));
+}
+
+TEST(CpuIsa, PerGroupPathsWriteTheSameBytes) {
+  // 3 samples of 1000 values: groups of 96 leave a tail of 40, and 3-bit
+  // and 5-bit samples put groups at odd bit offsets.
+  const int64_t N = 3, D = 1000;
+  const std::vector<float> x = values(N * D, 1);
+  std::vector<uint16_t> x16(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x16[i] = k::float_to_bf16_rne(x[i]);
+  const std::vector<uint8_t> bits = {3, 8, 5};
+  const std::vector<int64_t> offsets = {0, D * 3, D * 11};
+  for (int input = 0; input < 2; ++input) {
+    std::vector<uint8_t> want_codes;
+    std::vector<uint16_t> want_meta;
+    std::vector<float> want_decoded;
+    for (k::CpuIsa isa : kAll) {
+      if (!k::cpu_isa_supported(isa)) continue;
+      k::PerGroupEncodeArgs a;
+      a.input = input == 0 ? static_cast<const void*>(x.data()) : x16.data();
+      a.input_type = input == 0 ? k::FloatType::kFloat32 : k::FloatType::kBFloat16;
+      a.layout.num_samples = N;
+      a.layout.sample_size = D;
+      a.layout.group_size = 96;
+      a.layout.sample_bits = bits.data();
+      a.layout.sample_bit_offset = offsets.data();
+      a.key = k::make_rng_key(7);
+      std::vector<uint16_t> meta(static_cast<size_t>(2 * a.layout.num_groups()));
+      std::vector<uint8_t> codes(static_cast<size_t>(D * 16 / 8 + 1), 0);
+      a.meta = meta.data();
+      a.codes = codes.data();
+      const int64_t G = a.layout.num_groups();
+      // Two ranges, as two tasks would take them.
+      ASSERT_EQ(table(isa).pergroup_encode(a, 0, G / 2), k::EncodeStatus::kOk);
+      ASSERT_EQ(table(isa).pergroup_encode(a, G / 2, G), k::EncodeStatus::kOk);
+      k::PerGroupDecodeArgs d;
+      d.meta = meta.data();
+      d.codes = codes.data();
+      d.layout = a.layout;
+      std::vector<float> decoded(x.size());
+      d.output = decoded.data();
+      table(isa).pergroup_decode(d, 0, G);
+      if (want_codes.empty()) {
+        want_codes = codes;
+        want_meta = meta;
+        want_decoded = decoded;
+        continue;
+      }
+      EXPECT_EQ(codes, want_codes) << k::cpu_isa_name(isa);
+      EXPECT_EQ(meta, want_meta) << k::cpu_isa_name(isa);
+      EXPECT_EQ(std::memcmp(decoded.data(), want_decoded.data(), decoded.size() * 4), 0) << k::cpu_isa_name(isa);
+    }
+  }
+}
+
+TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
+  const int64_t C = 77, rows = 131;  // per-channel runs cross run boundaries at odd channels
+  const std::vector<float> x = values(C * rows, 2);
+  for (int bits : {2, 3, 4, 7, 8}) {
+    for (bool per_channel : {false, true}) {
+      for (bool stochastic : {false, true}) {
+        std::vector<uint8_t> want;
+        std::vector<float> want_decoded;
+        uint32_t want_max = 0;
+        for (k::CpuIsa isa : kAll) {
+          if (!k::cpu_isa_supported(isa)) continue;
+          const k::cpu::IsaKernels& t = table(isa);
+          k::DirectQEncodeArgs a;
+          a.input = x.data();
+          a.numel = int64_t(x.size());
+          a.num_scales = per_channel ? C : 1;
+          a.bits = bits;
+          a.stochastic = stochastic;
+          a.key = k::make_rng_key(3);
+          std::vector<uint32_t> maxima(static_cast<size_t>(C), 0);
+          const uint32_t m = t.directq_max_abs(a, 0, a.numel);
+          t.directq_channel_max(a, 0, k::cpu::kDirectQRun, maxima.data());
+          t.directq_channel_max(a, k::cpu::kDirectQRun, a.numel, maxima.data());
+          std::vector<float> inv(static_cast<size_t>(a.num_scales)), step(size_t(a.num_scales));
+          for (size_t c = 0; c < inv.size(); ++c) {
+            std::memcpy(&inv[c], per_channel ? &maxima[c] : &m, 4);  // the scale s
+            step[c] = inv[c] / float((1 << (bits - 1)) - 1);
+            inv[c] = float((1 << (bits - 1)) - 1) / inv[c];
+          }
+          std::vector<uint8_t> codes(static_cast<size_t>((a.numel * bits + 7) / 8), 0);
+          a.codes = codes.data();
+          t.directq_quantize(a, inv.data(), 0, k::cpu::kDirectQRun);
+          t.directq_quantize(a, inv.data(), k::cpu::kDirectQRun, a.numel);
+          k::DirectQDecodeArgs d;
+          d.codes = codes.data();
+          d.numel = a.numel;
+          d.num_scales = a.num_scales;
+          d.bits = bits;
+          std::vector<float> decoded(x.size());
+          d.output = decoded.data();
+          t.directq_decode(d, step.data(), 0, a.numel);
+          if (want.empty()) {
+            want = codes;
+            want_decoded = decoded;
+            want_max = m;
+            continue;
+          }
+          EXPECT_EQ(m, want_max);
+          EXPECT_EQ(codes, want) << k::cpu_isa_name(isa) << " bits " << bits << " per channel " << per_channel;
+          EXPECT_EQ(std::memcmp(decoded.data(), want_decoded.data(), decoded.size() * 4), 0) << k::cpu_isa_name(isa);
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuIsa, TahPathsWriteTheSameBytes) {
+  for (int G : {8, 32, 64, 256}) {
+    const int64_t T = 70, C = 512;
+    std::vector<float> x = values(T * C, 4);
+    for (int64_t t = 0; t < T; t += 3) x[size_t(t * C + (t * 7) % C)] = 300.0f;  // outlier tiles
+    std::vector<uint8_t> want;
+    std::vector<float> want_decoded, want_entropy;
+    for (k::CpuIsa isa : kAll) {
+      if (!k::cpu_isa_supported(isa)) continue;
+      const k::cpu::IsaKernels& t = table(isa);
+      k::TahEncodeArgs a;
+      a.input = x.data();
+      a.layout.num_tokens = T;
+      a.layout.channels = C;
+      a.layout.group_size = G;
+      a.layout.high_bits = 4;
+      a.layout.low_bits = 3;
+      a.layout.high_tokens = 20;
+      std::vector<uint8_t> payload(static_cast<size_t>(a.layout.total_bytes()), 0);
+      a.payload = payload.data();
+      std::vector<float> entropy(static_cast<size_t>(T));
+      ASSERT_TRUE(t.tah_entropy(x.data(), k::FloatType::kFloat32, C, 0, T, entropy.data(), nullptr));
+      // Every fourth token at high bits: the kernels take the map as given.
+      uint64_t* map = reinterpret_cast<uint64_t*>(payload.data() + a.layout.map_offset());
+      for (int64_t tok = 0; tok < T; tok += 4) {
+        if (tok / 4 < a.layout.high_tokens) map[tok / 64] |= uint64_t(1) << (tok % 64);
+      }
+      std::vector<int64_t> ranks(static_cast<size_t>(a.layout.map_words() + 1), 0);
+      for (int64_t w = 0; w < a.layout.map_words(); ++w) ranks[size_t(w + 1)] = ranks[size_t(w)] + __builtin_popcountll(map[w]);
+      std::vector<float> values_buf(static_cast<size_t>(C)), transformed(static_cast<size_t>(C)), mn(size_t(C / G)), mx(size_t(C / G));
+      std::vector<uint8_t> q(static_cast<size_t>(C));
+      std::vector<int32_t> pivot(static_cast<size_t>(C / G), -1);
+      const k::cpu::TahScratch s{values_buf.data(), q.data(), transformed.data(), mn.data(), mx.data(), pivot.data()};
+      ASSERT_TRUE(t.tah_encode(a, ranks.data(), 0, T, s));
+      k::TahDecodeArgs d;
+      d.payload = payload.data();
+      d.layout = a.layout;
+      std::vector<float> decoded(x.size());
+      d.output = decoded.data();
+      t.tah_decode(d, ranks.data(), 0, T);
+      if (want.empty()) {
+        want = payload;
+        want_decoded = decoded;
+        want_entropy = entropy;
+        continue;
+      }
+      EXPECT_EQ(payload, want) << k::cpu_isa_name(isa) << " G " << G;
+      EXPECT_EQ(std::memcmp(decoded.data(), want_decoded.data(), decoded.size() * 4), 0) << k::cpu_isa_name(isa);
+      EXPECT_EQ(std::memcmp(entropy.data(), want_entropy.data(), entropy.size() * 4), 0) << k::cpu_isa_name(isa);
+    }
+  }
+}
+
+TEST(CpuIsa, OneBitPathsWriteTheSameBytes) {
+  const int64_t n = 5000;  // a block and a short one
+  const std::vector<float> x = values(n, 5), e = values(n, 6);
+  std::vector<uint8_t> want;
+  std::vector<float> want_error, want_decoded;
+  double want_sum = 0;
+  for (k::CpuIsa isa : kAll) {
+    if (!k::cpu_isa_supported(isa)) continue;
+    const k::cpu::IsaKernels& t = table(isa);
+    const double sum = t.onebit_block_sum(x.data(), e.data(), 4096) + t.onebit_block_sum(x.data() + 4096, e.data() + 4096, n - 4096);
+    std::vector<uint8_t> signs(static_cast<size_t>(n / 8));
+    std::vector<float> error(static_cast<size_t>(n)), decoded(size_t(n), 1.0f);
+    t.onebit_signs(x.data(), e.data(), error.data(), 0.75f, n, signs.data());
+    t.onebit_decode(signs.data(), 0.75f, n, decoded.data(), /*accumulate=*/true);
+    if (want.empty()) {
+      want = signs;
+      want_error = error;
+      want_decoded = decoded;
+      want_sum = sum;
+      continue;
+    }
+    EXPECT_EQ(sum, want_sum) << k::cpu_isa_name(isa);
+    EXPECT_EQ(signs, want) << k::cpu_isa_name(isa);
+    EXPECT_EQ(error, want_error) << k::cpu_isa_name(isa);
+    EXPECT_EQ(decoded, want_decoded) << k::cpu_isa_name(isa);
+  }
+}
