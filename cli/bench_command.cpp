@@ -38,6 +38,7 @@ nlohmann::json to_json(const bench::CodecBenchReport& r) {
   return {{"device", r.device},
           {"threads", r.threads},
           {"input_bytes", r.bytes},
+          {"cpu_kernels", r.cpu_kernels},
           {"memcpy_gbps", r.memcpy_gbps},
           {"codecs", codecs}};
 }
@@ -45,7 +46,7 @@ nlohmann::json to_json(const bench::CodecBenchReport& r) {
 void print_table(const bench::CodecBenchReport& r) {
   const bool cpu = r.device == "cpu";
   fmt::print("codec throughput on {}{}, {:.0f} MiB fp32 input (GB/s of input bytes)\n", r.device,
-             cpu ? fmt::format(", {} threads", r.threads) : "", double(r.bytes) / (1 << 20));
+             cpu ? fmt::format(", {} threads, {} kernels", r.threads, r.cpu_kernels) : "", double(r.bytes) / (1 << 20));
   fmt::print("{} baseline: {:.2f} GB/s\n\n", cpu ? "memcpy" : "device copy", r.memcpy_gbps);
   fmt::print("{:<10} {:>4}  {:>10} {:>8}  {:>10} {:>8}\n", "codec", "bits", "encode", "x memcpy", "decode",
              "x memcpy");

@@ -21,6 +21,7 @@
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
+#include "actkit/kernels/cpu_isa.h"
 
 namespace actkit::bench {
 
@@ -54,6 +55,7 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config) {
   report.device = device.str();
   report.bytes = config.bytes / 4 * 4;
   report.threads = tbb::this_task_arena::max_concurrency();
+  report.cpu_kernels = kernels::cpu_isa_name(kernels::cpu_isa());
   const int64_t numel = int64_t(report.bytes / 4);
   // Activations of a batch of 64 samples, as a layer would save them.
   const int64_t samples = numel % 64 == 0 ? 64 : 1;

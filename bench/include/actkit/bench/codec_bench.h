@@ -38,6 +38,7 @@ struct CodecBenchReport {
   std::string device;
   size_t bytes = 0;
   int threads = 0;           // CPU threads (CPU runs)
+  std::string cpu_kernels;   // the CPU kernels' instruction-set path (kernels/cpu_isa.h)
   double memcpy_gbps = 0;    // CPU: parallel memcpy; CUDA: device-to-device copy
   std::vector<CodecResult> codecs;
 };
