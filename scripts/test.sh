@@ -204,7 +204,7 @@ sanitizers() {
   cmake --build build-asan --target actkit_tests
   # LibTorch itself is not instrumented and keeps global state alive at exit.
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:DirectQ.*:Tah.*:BoundarySerialize.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:StateDict.*:*Policy*:AllocationTrace.*:Layers.*:Fused.*:*Piecewise*:BranchPoint.*:NodeProfile.*:ControllerBudgets.*:Transfers.*:SwapperInFlight.*:BoundaryPayload.*:OneBitCodec.*:CompressedAllreduce.*:DataParallelOptimizer.*:ControllerState.*:*ExampleStore*:AqsgdBoundary.*:PayloadDigests.*'
+    build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:DirectQ.*:Tah.*:BoundarySerialize.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:StateDict.*:*Policy*:AllocationTrace.*:Layers.*:Fused.*:*Piecewise*:BranchPoint.*:NodeProfile.*:ControllerBudgets.*:Transfers.*:SwapperInFlight.*:BoundaryPayload.*:OneBitCodec.*:CompressedAllreduce.*:DataParallelOptimizer.*:ControllerState.*:*ExampleStore*:AqsgdBoundary.*:PayloadDigests.*:CpuIsa.*'
 }
 
 # downstream B PREFIX_PATH: a project built against the package installed from B.

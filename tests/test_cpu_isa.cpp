@@ -9,12 +9,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "actkit/kernels/cpu_isa.h"
 #include "actkit/kernels/half.h"
+#include "actkit/kernels/pergroup_math.h"
 #include "isa/isa_kernels.h"
 
 namespace k = actkit::kernels;
@@ -253,5 +255,51 @@ TEST(CpuIsa, OneBitPathsWriteTheSameBytes) {
     EXPECT_EQ(signs, want) << k::cpu_isa_name(isa);
     EXPECT_EQ(error, want_error) << k::cpu_isa_name(isa);
     EXPECT_EQ(decoded, want_decoded) << k::cpu_isa_name(isa);
+  }
+}
+
+// A group whose element indices cross 2^32 (the counter's low word wraps
+// inside it) draws element i's noise from index i on every path. Only that
+// group is encoded: its input and outputs are small buffers placed where the
+// layout puts that group.
+TEST(CpuIsa, PerGroupNoiseFollowsTheIndexAcrossTheLowWordWrap) {
+  const int64_t D = (int64_t(1) << 31) + 64;  // sample 1 starts at D
+  const int64_t gps = (D + 255) / 256;
+  const int64_t k = ((int64_t(1) << 32) - D) / 256;  // sample 1's group holding 2^32
+  const int64_t g = gps + k;
+  const int64_t first = D + 256 * k;
+  ASSERT_LT(first, int64_t(1) << 32);
+  ASSERT_GT(first + 256, int64_t(1) << 32);
+  const std::vector<float> x = values(256, 9);
+  const int bits = 2;
+  const int64_t bit_pos = D * bits + 256 * k * bits;
+  ASSERT_EQ(bit_pos % 8, 0);
+  for (k::CpuIsa isa : kAll) {
+    if (!k::cpu_isa_supported(isa)) continue;
+    std::vector<uint8_t> codes(64, 0);
+    uint16_t meta[2] = {0, 0};
+    k::PerGroupEncodeArgs a;
+    // Pointers offset so that the layout's positions land in the buffers.
+    a.input = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(x.data()) - uintptr_t(first) * 4);
+    a.layout.num_samples = 2;
+    a.layout.sample_size = D;
+    a.layout.group_size = 256;
+    a.layout.uniform_bits = bits;
+    a.key = k::make_rng_key(11);
+    a.meta = reinterpret_cast<uint16_t*>(reinterpret_cast<uintptr_t>(meta) - uintptr_t(g) * 4);
+    a.codes = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(codes.data()) - uintptr_t(bit_pos / 8));
+    ASSERT_EQ(table(isa).pergroup_encode(a, g, g + 1), k::EncodeStatus::kOk);
+    float mn = x[0], mx = x[0];
+    for (float v : x) mn = std::min(mn, v), mx = std::max(mx, v);
+    k::GroupMeta gm;
+    ASSERT_TRUE(k::make_group_meta(mn, mx, bits, a.meta_format, &gm));
+    EXPECT_EQ(meta[0], gm.zero_bits);
+    EXPECT_EQ(meta[1], gm.range_bits);
+    for (int64_t j = 0; j < 256; ++j) {
+      const float u = k::counter_uniform(a.key, uint64_t(first + j));
+      const int want = k::quantize_value(x[size_t(j)], gm.zero, gm.scale, u, 3.0f);
+      const int got = (codes[size_t(j / 4)] >> (2 * (j % 4))) & 3;
+      ASSERT_EQ(got, want) << k::cpu_isa_name(isa) << " element " << first + j;
+    }
   }
 }

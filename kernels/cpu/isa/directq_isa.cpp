@@ -73,6 +73,9 @@ ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, 
                                     float top, RngKey key, uint8_t* codes) {
   const uint32_t lo0 = uint32_t(uint64_t(start));
   const uint32_t hi0 = uint32_t(uint64_t(start) >> 32);
+  // The high word's share of the hash, for both sides of a wrap of the low word.
+  const uint32_t mix0 = counter_high_mix(key, hi0);
+  const uint32_t mix1 = counter_high_mix(key, hi0 + 1u);
   for (int64_t j = 0, c = kPerChannel ? start % C : 0; j < len; c = 0) {
     const int64_t n = kPerChannel ? min64(len - j, C - c) : len;
     const float* f = inv + c;
@@ -85,8 +88,8 @@ ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, 
       if constexpr (kStochastic) {
         // The 64-bit element index, split once; the low word may wrap.
         const uint32_t lo = lo_j + uint32_t(k);
-        const uint32_t hi = hi0 + (lo < lo0 ? 1u : 0u);
-        out[k] = directq_code_stochastic(xj[k], s, top, counter_uniform(key, lo, hi));
+        const uint32_t h = counter_hash_mixed(key.k0, lo, lo < lo0 ? mix1 : mix0);
+        out[k] = directq_code_stochastic(xj[k], s, top, counter_bits_to_uniform(h));
       } else {
         out[k] = directq_code_nearest(xj[k], s, top);
       }

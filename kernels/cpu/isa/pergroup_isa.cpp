@@ -14,14 +14,17 @@ namespace {
 using cpu::Bf16In;
 using cpu::Fp16In;
 
-// Encodes one group; returns kOk or the problem found.
-ACTKIT_CPU_INLINE EncodeStatus encode_group(const float* x, int64_t len, int bits, const PerGroupEncodeArgs& a,
-                                            uint64_t first_index, uint16_t* meta, int64_t bit_pos,
-                                            uint8_t* scratch) {
-  const MetaFormat fmt = a.meta_format;
+// Extremes and the non-finite check of one group.
+struct GroupExtremes {
+  float mn;
+  float mx;
+  float poison;  // NaN if any value is NaN or +-Inf, else 0
+};
+
+ACTKIT_CPU_INLINE GroupExtremes group_extremes(const float* x, int64_t len) {
   float mn = std::numeric_limits<float>::infinity();
   float mx = -std::numeric_limits<float>::infinity();
-  float poison = 0.0f;  // becomes NaN if any value is NaN or +-Inf
+  float poison = 0.0f;
   // Selects on values, not std::min/max (which return references and keep
   // the loop scalar).
 #pragma omp simd reduction(min : mn) reduction(max : mx) reduction(+ : poison)
@@ -31,56 +34,94 @@ ACTKIT_CPU_INLINE EncodeStatus encode_group(const float* x, int64_t len, int bit
     mx = v > mx ? v : mx;
     poison += v * 0.0f;
   }
-  GroupMeta gm;
-  EncodeStatus problem = EncodeStatus::kOk;
-  if (!(poison == 0.0f)) {
-    problem = EncodeStatus::kNonFinite;
-  } else if (!make_group_meta(mn, mx, bits, fmt, &gm)) {
-    problem = EncodeStatus::kMetaOverflow;
-  }
-  if (problem != EncodeStatus::kOk) {
-    if (!a.propagate_nonfinite) return problem;
-    meta[0] = meta[1] = meta_nan(fmt);  // codes stay zero
-    return EncodeStatus::kOk;
-  }
-  meta[0] = gm.zero_bits;
-  meta[1] = gm.range_bits;
+  return GroupExtremes{mn, mx, poison};
+}
 
+// Codes of one group into scratch, then packed at stream bit bit_pos.
+ACTKIT_CPU_INLINE void quantize_group(const float* x, int64_t len, int bits, const GroupMeta& gm, RngKey key,
+                                      uint64_t first_index, uint8_t* codes, int64_t bit_pos, uint8_t* scratch) {
   const float top = float(max_code(bits));
   const float zero = gm.zero;
   const float scale = gm.scale;
-  // Split the 64-bit element index once; the low word may wrap inside a group.
+  // Split the 64-bit element index once; the low word may wrap inside a
+  // group, and the high word's share of the hash is computed for both sides.
   const uint32_t lo0 = uint32_t(first_index);
   const uint32_t hi0 = uint32_t(first_index >> 32);
-  const RngKey key = a.key;  // a local copy: stores to scratch cannot alias it
+  const uint32_t k0 = key.k0;
+  const uint32_t mix0 = counter_high_mix(key, hi0);
+  const uint32_t mix1 = counter_high_mix(key, hi0 + 1u);
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) {
     const uint32_t lo = lo0 + uint32_t(j);
-    const uint32_t hi = hi0 + (lo < lo0 ? 1u : 0u);
-    scratch[j] = quantize_value(x[j], zero, scale, counter_uniform(key, lo, hi), top);
+    const uint32_t h = counter_hash_mixed(k0, lo, lo < lo0 ? mix1 : mix0);
+    scratch[j] = quantize_value(x[j], zero, scale, counter_bits_to_uniform(h), top);
   }
-  cpu::pack_codes(scratch, len, bits, a.codes, bit_pos);
-  return EncodeStatus::kOk;
+  cpu::pack_codes(scratch, len, bits, codes, bit_pos);
 }
+
+// Groups are encoded a chunk at a time (at most kMaxGroupSize values): the
+// extremes of every group first, then their metadata, whose scalar chains
+// (directed rounding, one division) are independent across groups and
+// overlap, then the codes. Four groups of 256 measured best on the build
+// machine (2-bit encode 11.1-11.2 GB/s against 10.7 for one group at a time
+// and 9.6-10.2 for sixteen, whose 16 KiB stop fitting beside the scratch).
+constexpr int64_t kChunkGroups = 4;
 
 template <typename In>
 EncodeStatus encode_groups(const PerGroupEncodeArgs& a, int64_t g0, int64_t g1) {
   const PerGroupLayout& L = a.layout;
   const int64_t gps = L.groups_per_sample();
   const In* input = static_cast<const In*>(a.input);
+  const MetaFormat fmt = a.meta_format;
+  const RngKey key = a.key;  // a local copy: stores to scratch cannot alias it
+  const int64_t fit = kMaxGroupSize / L.group_size;  // groups whose 16-bit inputs fit xbuf
+  const int64_t chunk = fit < 1 ? 1 : (fit < kChunkGroups ? fit : kChunkGroups);
   alignas(64) float xbuf[kMaxGroupSize];
-  alignas(64) uint8_t codes[kMaxGroupSize];
-  for (int64_t g = g0; g != g1; ++g) {
-    const int64_t n = g / gps;
-    const int64_t start = (g - n * gps) * L.group_size;
-    const int64_t left = L.sample_size - start;
-    const int64_t len = left < L.group_size ? left : L.group_size;
-    const int bits = L.bits(n);
-    const int64_t elem = n * L.sample_size + start;
-    const float* x = cpu::load_floats(input, elem, len, xbuf);
-    const int64_t bit_pos = L.sample_bit_offset_of(n) + start * bits;
-    const EncodeStatus s = encode_group(x, len, bits, a, uint64_t(elem), a.meta + 2 * g, bit_pos, codes);
-    if (s != EncodeStatus::kOk) return s;
+  alignas(64) uint8_t scratch[kMaxGroupSize];
+  GroupExtremes ext[kChunkGroups];
+  GroupMeta gm[kChunkGroups];
+  for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
+    const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
+    const float* xs[kChunkGroups];
+    int64_t lens[kChunkGroups];
+    int64_t elems[kChunkGroups];
+    for (int64_t g = c0; g < c1; ++g) {
+      const int64_t i = g - c0;
+      const int64_t n = g / gps;
+      const int64_t start = (g - n * gps) * L.group_size;
+      const int64_t left = L.sample_size - start;
+      lens[i] = left < L.group_size ? left : L.group_size;
+      elems[i] = n * L.sample_size + start;
+      xs[i] = cpu::load_floats(input, elems[i], lens[i], xbuf + i * L.group_size);
+      ext[i] = group_extremes(xs[i], lens[i]);
+    }
+    for (int64_t g = c0; g < c1; ++g) {
+      const int64_t i = g - c0;
+      const int bits = L.bits(g / gps);
+      EncodeStatus problem = EncodeStatus::kOk;
+      if (!(ext[i].poison == 0.0f)) {
+        problem = EncodeStatus::kNonFinite;
+      } else if (!make_group_meta(ext[i].mn, ext[i].mx, bits, fmt, &gm[i])) {
+        problem = EncodeStatus::kMetaOverflow;
+      }
+      if (problem != EncodeStatus::kOk) {
+        if (!a.propagate_nonfinite) return problem;
+        a.meta[2 * g] = a.meta[2 * g + 1] = meta_nan(fmt);  // codes stay zero
+        lens[i] = 0;
+        continue;
+      }
+      a.meta[2 * g] = gm[i].zero_bits;
+      a.meta[2 * g + 1] = gm[i].range_bits;
+    }
+    for (int64_t g = c0; g < c1; ++g) {
+      const int64_t i = g - c0;
+      if (lens[i] == 0) continue;
+      const int64_t n = g / gps;
+      const int bits = L.bits(n);
+      const int64_t start = elems[i] - n * L.sample_size;
+      const int64_t bit_pos = L.sample_bit_offset_of(n) + start * bits;
+      quantize_group(xs[i], lens[i], bits, gm[i], key, uint64_t(elems[i]), a.codes, bit_pos, scratch);
+    }
   }
   return EncodeStatus::kOk;
 }

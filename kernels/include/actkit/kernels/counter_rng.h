@@ -36,16 +36,27 @@ ACTKIT_HD uint32_t fmix32(uint32_t h) {
   return h;
 }
 
-// 32 random bits for element (hi:lo) of the stream selected by `key`.
-ACTKIT_HD uint32_t counter_hash(RngKey key, uint32_t lo, uint32_t hi) {
-  const uint32_t h = fmix32(lo ^ key.k0);
-  return fmix32(h ^ key.k1 ^ (hi * 0x9e3779b9u));
+// The part of the second round's input that depends on the high word only:
+// loops over a run of elements compute it once (the high word changes at
+// most once in a run) instead of one multiply per element.
+ACTKIT_HD uint32_t counter_high_mix(RngKey key, uint32_t hi) { return key.k1 ^ (hi * 0x9e3779b9u); }
+
+// 32 random bits for element (hi:lo), given counter_high_mix(key, hi).
+ACTKIT_HD uint32_t counter_hash_mixed(uint32_t k0, uint32_t lo, uint32_t high_mix) {
+  return fmix32(fmix32(lo ^ k0) ^ high_mix);
 }
 
-// Uniform float in [0, 1) with 24 random bits (every value exactly
-// representable, so host and device agree).
+// 32 random bits for element (hi:lo) of the stream selected by `key`.
+ACTKIT_HD uint32_t counter_hash(RngKey key, uint32_t lo, uint32_t hi) {
+  return counter_hash_mixed(key.k0, lo, counter_high_mix(key, hi));
+}
+
+// 32 random bits as a uniform float in [0, 1) with 24 random bits (every
+// value exactly representable, so host and device agree).
+ACTKIT_HD float counter_bits_to_uniform(uint32_t bits) { return float(bits >> 8) * 5.9604644775390625e-8f; }
+
 ACTKIT_HD float counter_uniform(RngKey key, uint32_t lo, uint32_t hi) {
-  return float(counter_hash(key, lo, hi) >> 8) * 5.9604644775390625e-8f;
+  return counter_bits_to_uniform(counter_hash(key, lo, hi));
 }
 
 ACTKIT_HD float counter_uniform(RngKey key, uint64_t index) {
