@@ -17,7 +17,9 @@ for obj in "$b"/kernels/CMakeFiles/actkit_kernels_*.dir/cpu/isa/*.o; do
   isa=$(basename "$(dirname "$(dirname "$(dirname "$obj")")")" .dir)
   isa=${isa#actkit_kernels_}
   # Defined symbols with external or weak linkage (T, W, V, D, B, R, u...).
-  stray=$(nm -C --defined-only "$obj" | awk '$2 ~ /^[A-Zuvw]$/' | grep -v " actkit::kernels::isa_${isa}::" || true)
+  # The name is everything after the address and the type letter.
+  stray=$(nm -C --defined-only "$obj" | awk '$2 ~ /^[A-Zuvw]$/' |
+    grep -v -E "^[0-9a-f]+ [A-Za-z] actkit::kernels::isa_${isa}::" || true)
   if [ -n "$stray" ]; then
     echo "check-isa-symbols: $obj defines symbols outside actkit::kernels::isa_${isa}:" >&2
     echo "$stray" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # TAH-Quant's CPU encoder at another revision against the working tree's,
-# in one run: each kernel file (kernels/cpu/tah_cpu.cpp) is compiled with
-# the kernel flags of CMakeLists.txt into the same small driver, and the two
+# in one run: each kernel (kernels/cpu/tah_cpu.cpp, and today its variant
+# files) is compiled with the kernel flags and -march=native into the same
+# small driver, and the two
 # drivers take turns, three rounds, on one thread. Each round times a
 # single-thread memcpy, the token entropies alone and the whole encode of a
 # 42 x 512 x 768 fp32 activation, Gaussian and with outlier channels (every
@@ -12,7 +13,8 @@
 #
 # Needs g++ and libtbb-dev (scripts/setup.sh installs both) and git; the
 # other kernel headers come from the working tree, so REVISION must be one
-# whose tah_cpu.cpp builds against them.
+# whose tah_cpu.cpp builds against them and alone (dc245c4 or earlier: later
+# ones split it into a driver and variant files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev="${1:?usage: scripts/compare-tah-kernel.sh REVISION [OUT_DIR]}"
@@ -87,7 +89,12 @@ CPP
 flags=(-std=c++17 -O3 -march=native -fopenmp-simd -ffp-contract=off -fno-trapping-math -Ikernels/include
        -Ikernels/cpu)
 g++ "${flags[@]}" "$out/driver.cpp" "$out/tah_cpu_old.cpp" -o "$out/old" -ltbb
-g++ "${flags[@]}" "$out/driver.cpp" kernels/cpu/tah_cpu.cpp -o "$out/new" -ltbb
+# Since the kernels choose their instruction set at run time, the working
+# tree's TAH driver needs the dispatcher and the variant files; they are built
+# here as the one (scalar-named) variant with the same -march=native as the old
+# side, so both sides get the same instructions.
+g++ "${flags[@]}" -DACTKIT_CPU_ISA=isa_scalar "$out/driver.cpp" kernels/cpu/tah_cpu.cpp kernels/cpu/cpu_isa.cpp \
+  kernels/cpu/isa/*.cpp -o "$out/new" -ltbb
 for round in 1 2 3; do
   "$out/old" > "$out/old-r$round.txt"
   "$out/new" > "$out/new-r$round.txt"

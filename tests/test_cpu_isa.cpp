@@ -74,19 +74,24 @@ TEST(CpuIsa, PerGroupPathsWriteTheSameBytes) {
   // and 5-bit samples put groups at odd bit offsets.
   const int64_t N = 3, D = 1000;
   const std::vector<float> x = values(N * D, 1);
-  std::vector<uint16_t> x16(x.size());
-  for (size_t i = 0; i < x.size(); ++i) x16[i] = k::float_to_bf16_rne(x[i]);
+  std::vector<uint16_t> xbf(x.size()), xhalf(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    xbf[i] = k::float_to_bf16_rne(x[i]);
+    xhalf[i] = k::float_to_fp16_rne(x[i]);
+  }
+  const k::FloatType types[] = {k::FloatType::kFloat32, k::FloatType::kBFloat16, k::FloatType::kFloat16};
+  const void* inputs[] = {x.data(), xbf.data(), xhalf.data()};
   const std::vector<uint8_t> bits = {3, 8, 5};
   const std::vector<int64_t> offsets = {0, D * 3, D * 11};
-  for (int input = 0; input < 2; ++input) {
+  for (int input = 0; input < 3; ++input) {
     std::vector<uint8_t> want_codes;
     std::vector<uint16_t> want_meta;
     std::vector<float> want_decoded;
     for (k::CpuIsa isa : kAll) {
       if (!k::cpu_isa_supported(isa)) continue;
       k::PerGroupEncodeArgs a;
-      a.input = input == 0 ? static_cast<const void*>(x.data()) : x16.data();
-      a.input_type = input == 0 ? k::FloatType::kFloat32 : k::FloatType::kBFloat16;
+      a.input = inputs[input];
+      a.input_type = types[input];
       a.layout.num_samples = N;
       a.layout.sample_size = D;
       a.layout.group_size = 96;
@@ -105,7 +110,8 @@ TEST(CpuIsa, PerGroupPathsWriteTheSameBytes) {
       d.meta = meta.data();
       d.codes = codes.data();
       d.layout = a.layout;
-      std::vector<float> decoded(x.size());
+      d.output_type = types[input];
+      std::vector<float> decoded(x.size());  // 16-bit outputs fill its first half
       d.output = decoded.data();
       table(isa).pergroup_decode(d, 0, G);
       if (want_codes.empty()) {
@@ -124,7 +130,10 @@ TEST(CpuIsa, PerGroupPathsWriteTheSameBytes) {
 TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
   const int64_t C = 77, rows = 131;  // per-channel runs cross run boundaries at odd channels
   const std::vector<float> x = values(C * rows, 2);
+  std::vector<uint16_t> xhalf(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xhalf[i] = k::float_to_fp16_rne(x[i]);
   for (int bits : {2, 3, 4, 7, 8}) {
+   for (bool half : {false, true}) {
     for (bool per_channel : {false, true}) {
       for (bool stochastic : {false, true}) {
         std::vector<uint8_t> want;
@@ -134,7 +143,8 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
           if (!k::cpu_isa_supported(isa)) continue;
           const k::cpu::IsaKernels& t = table(isa);
           k::DirectQEncodeArgs a;
-          a.input = x.data();
+          a.input = half ? static_cast<const void*>(xhalf.data()) : x.data();
+          a.input_type = half ? k::FloatType::kFloat16 : k::FloatType::kFloat32;
           a.numel = int64_t(x.size());
           a.num_scales = per_channel ? C : 1;
           a.bits = bits;
@@ -159,7 +169,8 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
           d.numel = a.numel;
           d.num_scales = a.num_scales;
           d.bits = bits;
-          std::vector<float> decoded(x.size());
+          d.output_type = a.input_type;
+          std::vector<float> decoded(x.size());  // fp16 outputs fill its first half
           d.output = decoded.data();
           t.directq_decode(d, step.data(), 0, a.numel);
           if (want.empty()) {
@@ -174,6 +185,7 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
         }
       }
     }
+   }
   }
 }
 
@@ -199,7 +211,8 @@ TEST(CpuIsa, TahPathsWriteTheSameBytes) {
       a.payload = payload.data();
       std::vector<float> entropy(static_cast<size_t>(T));
       ASSERT_TRUE(t.tah_entropy(x.data(), k::FloatType::kFloat32, C, 0, T, entropy.data(), nullptr));
-      // Every fourth token at high bits: the kernels take the map as given.
+      // Every fourth token (18 of them) at high bits, the last two high slots
+      // unused: the kernels take the map as given.
       uint64_t* map = reinterpret_cast<uint64_t*>(payload.data() + a.layout.map_offset());
       for (int64_t tok = 0; tok < T; tok += 4) {
         if (tok / 4 < a.layout.high_tokens) map[tok / 64] |= uint64_t(1) << (tok % 64);
@@ -235,7 +248,17 @@ TEST(CpuIsa, OneBitPathsWriteTheSameBytes) {
   const std::vector<float> x = values(n, 5), e = values(n, 6);
   std::vector<uint8_t> want;
   std::vector<float> want_error, want_decoded;
-  double want_sum = 0;
+  // The documented order (docs/formats.md, "1-bit chunks"): 8 lanes per
+  // block of 4096, lanes combined pairwise, blocks in order.
+  auto block = [&](int64_t begin, int64_t len) {
+    double part[8] = {};
+    for (int64_t i = 0; i < len; ++i) {
+      const double y = double(x[size_t(begin + i)] + e[size_t(begin + i)]);
+      part[i % 8] += y * y;
+    }
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  };
+  double want_sum = block(0, 4096) + block(4096, n - 4096);
   for (k::CpuIsa isa : kAll) {
     if (!k::cpu_isa_supported(isa)) continue;
     const k::cpu::IsaKernels& t = table(isa);
@@ -244,14 +267,13 @@ TEST(CpuIsa, OneBitPathsWriteTheSameBytes) {
     std::vector<float> error(static_cast<size_t>(n)), decoded(size_t(n), 1.0f);
     t.onebit_signs(x.data(), e.data(), error.data(), 0.75f, n, signs.data());
     t.onebit_decode(signs.data(), 0.75f, n, decoded.data(), /*accumulate=*/true);
+    EXPECT_EQ(sum, want_sum) << k::cpu_isa_name(isa);
     if (want.empty()) {
       want = signs;
       want_error = error;
       want_decoded = decoded;
-      want_sum = sum;
       continue;
     }
-    EXPECT_EQ(sum, want_sum) << k::cpu_isa_name(isa);
     EXPECT_EQ(signs, want) << k::cpu_isa_name(isa);
     EXPECT_EQ(error, want_error) << k::cpu_isa_name(isa);
     EXPECT_EQ(decoded, want_decoded) << k::cpu_isa_name(isa);

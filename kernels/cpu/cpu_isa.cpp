@@ -15,9 +15,22 @@ bool machine_runs(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kScalar: return true;
 #if defined(ACTKIT_CPU_ISA_X86)
-    // libgcc's checks include the OS's saving of the vector registers (XCR0).
+    // The compiler runtime's checks include the OS's saving of the vector
+    // registers (XCR0). GCC 12 names the levels; elsewhere their features
+    // (F16C and MOVBE, which other compilers cannot ask for, come with every
+    // processor that has AVX2, FMA and BMI2).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
     case CpuIsa::kAvx2: return __builtin_cpu_supports("x86-64-v3");
     case CpuIsa::kAvx512: return __builtin_cpu_supports("x86-64-v4");
+#else
+    case CpuIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+             __builtin_cpu_supports("bmi2");
+    case CpuIsa::kAvx512:
+      return machine_runs(CpuIsa::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl");
+#endif
 #else
     case CpuIsa::kAvx2:
     case CpuIsa::kAvx512: return false;

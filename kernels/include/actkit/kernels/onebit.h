@@ -12,15 +12,16 @@
 
 namespace actkit::kernels {
 
-// Encodes x + error (n values each) into out (4 + n/8 bytes) and writes
+// Encodes x + error (n values each, n >= 0 a multiple of 8: the caller
+// checks; comm/onebit_codec.cpp throws otherwise) into out (4 + n/8 bytes) and writes
 // x + error - decode(out) to new_error, which may be `error` itself (x may
 // not alias either). When x + error holds NaN or Inf (or the sum of squares
 // overflows), writes a NaN scale and zero signs, leaves new_error untouched
 // and returns false.
 bool onebit_encode_cpu(const float* x, const float* error, float* new_error, int64_t n, uint8_t* out);
 
-// Writes (or, with accumulate, adds) the n values of an encoded chunk to
-// out. Returns false, leaving out untouched, when the scale is NaN, infinite
+// Writes (or, with accumulate, adds) the n values (a multiple of 8) of an
+// encoded chunk to out. Returns false, leaving out untouched, when the scale is NaN, infinite
 // or negative.
 bool onebit_decode_cpu(const uint8_t* bytes, int64_t n, float* out, bool accumulate);
 
