@@ -59,7 +59,9 @@ TEST(BitPack, RunsAtAnyOffsetRoundTripAndMatchTheReference) {
 TEST(BitPack, ByteAlignedRunsOfEveryWidth) {
   std::mt19937 rng(12);
   for (int bits = 1; bits <= 8; ++bits) {
-    for (int64_t len : {0, 1, 7, 8, 9, 15, 16, 64, 100, 257}) {
+    // 512 codes fill one block of 64 octets (bitpack.h): lengths around it
+    // cross the block boundary with every kind of tail.
+    for (int64_t len : {0, 1, 7, 8, 9, 15, 16, 64, 100, 257, 511, 512, 513, 520, 537, 1029}) {
       const int64_t start = 8 * int64_t(rng() % 4);
       std::vector<uint8_t> codes(static_cast<size_t>(len));
       for (auto& c : codes) c = uint8_t(rng() & ((1u << bits) - 1));
