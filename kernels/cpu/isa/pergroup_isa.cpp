@@ -18,23 +18,25 @@ using cpu::Fp16In;
 struct GroupExtremes {
   float mn;
   float mx;
-  float poison;  // NaN if any value is NaN or +-Inf, else 0
+  uint32_t non_finite;  // nonzero if any value is NaN or +-Inf
 };
 
 ACTKIT_CPU_INLINE GroupExtremes group_extremes(const float* x, int64_t len) {
   float mn = std::numeric_limits<float>::infinity();
   float mx = -std::numeric_limits<float>::infinity();
-  float poison = 0.0f;
+  uint32_t non_finite = 0;
   // Selects on values, not std::min/max (which return references and keep
-  // the loop scalar).
-#pragma omp simd reduction(min : mn) reduction(max : mx) reduction(+ : poison)
+  // the loop scalar). The non-finite test is an integer OR on the exponent
+  // bits: a float sum (v * 0 is NaN for NaN and Inf) would end each group
+  // with a chain of scalar adds, one per lane.
+#pragma omp simd reduction(min : mn) reduction(max : mx) reduction(| : non_finite)
   for (int64_t j = 0; j < len; ++j) {
     const float v = x[j];
     mn = v < mn ? v : mn;
     mx = v > mx ? v : mx;
-    poison += v * 0.0f;
+    non_finite |= (float_bits(v) & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
   }
-  return GroupExtremes{mn, mx, poison};
+  return GroupExtremes{mn, mx, non_finite};
 }
 
 // Codes of one group into scratch, then packed at stream bit bit_pos.
@@ -99,7 +101,7 @@ EncodeStatus encode_groups(const PerGroupEncodeArgs& a, int64_t g0, int64_t g1) 
       const int64_t i = g - c0;
       const int bits = L.bits(g / gps);
       EncodeStatus problem = EncodeStatus::kOk;
-      if (!(ext[i].poison == 0.0f)) {
+      if (ext[i].non_finite != 0) {
         problem = EncodeStatus::kNonFinite;
       } else if (!make_group_meta(ext[i].mn, ext[i].mx, bits, fmt, &gm[i])) {
         problem = EncodeStatus::kMetaOverflow;
