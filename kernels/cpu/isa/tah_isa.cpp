@@ -97,25 +97,47 @@ ACTKIT_CPU_INLINE int transform_outlier(const float* a, float tau, float prefilt
   // equal. Otherwise one counting pass looks for two near the top.
   const float thr = a1 * prefilter;
   if ((abs_rn(*mn) < abs_rn(*mx) ? abs_rn(*mn) : abs_rn(*mx)) >= thr) return -1;
+  // One pass: how many magnitudes reach thr, the first element at the
+  // maximum magnitude (d), and the largest magnitude below thr. When exactly
+  // one reaches thr it is element d, and every other one is below thr, so
+  // that largest magnitude is a2, the largest of the others.
   int near_top = 0;
-#pragma omp simd reduction(+ : near_top)
-  for (int k = 0; k < G; ++k) near_top += abs_rn(a[k]) >= thr ? 1 : 0;
-  if (near_top >= 2) return -1;
-  int d = G;  // the first element at the maximum magnitude
-#pragma omp simd reduction(min : d)
-  for (int k = 0; k < G; ++k) d = abs_rn(a[k]) == a1 && k < d ? k : d;
-  float a2 = 0.0f;
-#pragma omp simd reduction(max : a2)
+  int d = G;
+  float below = 0.0f;
+#pragma omp simd reduction(+ : near_top) reduction(min : d) reduction(max : below)
   for (int k = 0; k < G; ++k) {
-    const float v = k == d ? 0.0f : abs_rn(a[k]);
-    a2 = v > a2 ? v : a2;
+    const float v = abs_rn(a[k]);
+    near_top += v >= thr ? 1 : 0;
+    d = v == a1 && k < d ? k : d;
+    below = v < thr && v > below ? v : below;
+  }
+  if (near_top >= 2) return -1;
+  float a2 = below;
+  if (near_top == 0) {
+    // thr above a1 (tau < 1, or tau == 0): the second magnitude the long way.
+    a2 = 0.0f;
+#pragma omp simd reduction(max : a2)
+    for (int k = 0; k < G; ++k) {
+      const float v = k == d ? 0.0f : abs_rn(a[k]);
+      a2 = v > a2 ? v : a2;
+    }
   }
   if (!tah_is_outlier(a1, a2, tau)) return -1;
   std::memcpy(out, a, sizeof(float) * G);
   out[0] = a[d];  // the pivot swap
   out[d] = a[0];
   tah_hadamard_fixed<G>(out);
-  if (has_non_finite(out, G)) {
+  // The new extremes and the non-finite check in one pass.
+  float lo = out[0];
+  float hi = out[0];
+  uint32_t bad = 0;
+#pragma omp simd reduction(min : lo) reduction(max : hi) reduction(| : bad)
+  for (int k = 0; k < G; ++k) {
+    lo = out[k] < lo ? out[k] : lo;
+    hi = out[k] > hi ? out[k] : hi;
+    bad |= (float_bits(out[k]) & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+  }
+  if (bad != 0) {
     // Finite inputs near FLT_MAX can overflow in the butterflies (and meet
     // as Inf - Inf = NaN). Such a tile is far outside fp16's range anyway;
     // unbounded extremes make tah_tile_params refuse it on every compiler,
@@ -123,7 +145,8 @@ ACTKIT_CPU_INLINE int transform_outlier(const float* a, float tau, float prefilt
     *mn = -INFINITY;
     *mx = INFINITY;
   } else {
-    tile_min_max<G>(out, mn, mx);
+    *mn = lo;
+    *mx = hi;
   }
   return d;
 }
