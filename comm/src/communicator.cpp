@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -631,31 +632,54 @@ void Communicator::handshake(const std::vector<std::pair<std::string, std::strin
   } catch (const std::exception& e) {
     throw CommError(c10::str(s.me(), ": handshake: the store at rank 0 is unreachable: ", reason(e)), 0);
   }
-  for (int r = 0; r < s.config.world_size; ++r) {
+  // The first difference found, with the rank it names.
+  std::string problem;
+  int problem_rank = -1;
+  for (int r = 0; r < s.config.world_size && problem.empty(); ++r) {
     if (r == s.config.rank) continue;
     const std::vector<uint8_t> theirs = s.await_key(key(r), r, "handshake");
     std::istringstream in(std::string(theirs.begin(), theirs.end()));
     std::string name, value;
     size_t i = 0;
-    while (std::getline(in, name) && std::getline(in, value)) {
+    while (problem.empty() && std::getline(in, name) && std::getline(in, value)) {
       if (i >= facts.size() || facts[i].first != name) {
-        throw CommError(c10::str(s.me(), ": handshake: ", s.who(r), " reports '", name, "' where this rank has '",
-                                 i < facts.size() ? facts[i].first : "nothing", "' (a different program version?)"),
-                        s.global(r));
-      }
-      if (facts[i].second != value) {
-        throw CommError(c10::str(s.me(), ": handshake: ", name, " differs: ", s.who(r), " has '", value, "', ",
-                                 s.who(s.config.rank), " has '", facts[i].second, "'"),
-                        s.global(r));
+        problem = c10::str(s.me(), ": handshake: ", s.who(r), " reports '", name, "' where this rank has '",
+                           i < facts.size() ? facts[i].first : "nothing", "' (a different program version?)");
+      } else if (facts[i].second != value) {
+        problem = c10::str(s.me(), ": handshake: ", name, " differs: ", s.who(r), " has '", value, "', ",
+                           s.who(s.config.rank), " has '", facts[i].second, "'");
       }
       ++i;
     }
-    if (i != facts.size()) {
-      throw CommError(c10::str(s.me(), ": handshake: ", s.who(r), " reports ", i, " settings, this rank ",
-                               facts.size(), " (a different program version?)"),
-                      s.global(r));
+    if (problem.empty() && i != facts.size()) {
+      problem = c10::str(s.me(), ": handshake: ", s.who(r), " reports ", i, " settings, this rank ", facts.size(),
+                         " (a different program version?)");
+    }
+    if (!problem.empty()) problem_rank = r;
+  }
+  // Every rank says when it has compared. Rank 0 holds the store: leaving on
+  // a difference before the others have read every rank's facts would leave
+  // them "store unreachable" (or "rank 0 failed") instead of naming the
+  // difference themselves, so it waits for them, briefly and at most once.
+  const auto done_key = [round](int r) { return c10::str("handshake/", round, "/done/", r); };
+  try {
+    s.store->set(done_key(s.config.rank), std::vector<uint8_t>{1});
+  } catch (const std::exception&) {
+    // Only rank 0's waiting reads it; a store that is gone ends the run anyway.
+  }
+  if (problem.empty()) return;
+  if (s.config.rank == 0) {
+    const Clock::time_point deadline =
+        Clock::now() + std::min<Clock::duration>(s.config.timeout, std::chrono::seconds(10));
+    try {
+      for (int r = 1; r < s.config.world_size; ++r) {
+        while (!s.store->check({done_key(r)}) && Clock::now() < deadline) std::this_thread::sleep_for(kStorePoll);
+      }
+    } catch (const std::exception&) {
+      // The difference is the error to report.
     }
   }
+  throw CommError(problem, s.global(problem_rank));
 }
 
 void Communicator::barrier() {
