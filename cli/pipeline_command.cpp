@@ -31,15 +31,21 @@ struct PipelineFlags {
   app::PipelineRunConfig run;
   app::LanguageModelShape shape;
   int64_t vocab = 256;
-  std::string schedule = "1f1b", codec = "fp32", level = "L0", balance = "params", link = "process";
-  int fw_bits = 4, bw_bits = 8;
-  bool stochastic = false;
+  std::string schedule = "1f1b", level = "L0", balance = "params", link = "process";
+  pipeline::BoundaryChoice boundary;  // --codec, --fw-bits, --bw-bits, --stochastic, --tah-*
+  std::string grid = "symmetric", scale = "tensor", bw_scale = "tensor", tied = "codec";
   std::string bandwidth = "unlimited", latency = "0";
   std::string data = "fortunes", optimizer = "adamw";
   std::string buffer_memory = "unlimited", buffer_format = "fp16", resume;
   RankFlags rank;
   std::string json_path;
 };
+
+// "tensor" or "channel": whether DirectQ keeps one scale per hidden channel.
+bool parse_scale(const std::string& name, const char* flag) {
+  if (name == "tensor" || name == "channel") return name == "channel";
+  throw InvalidInput(fmt::format("pipeline: {} {}: expected tensor or channel", flag, name));
+}
 
 // Settings parsed once, before any process starts: a typo fails here.
 void finish_config(PipelineFlags& f) {
@@ -62,9 +68,13 @@ void finish_config(PipelineFlags& f) {
     c.model_options = info.options;
   }
   c.schedule = pipeline::parse_schedule(f.schedule);
-  const pipeline::BoundaryCodecs codecs = pipeline::boundary_codecs(f.codec, f.fw_bits, f.bw_bits, f.stochastic);
+  f.boundary.grid = pipeline::parse_directq_grid(f.grid);
+  f.boundary.fw_per_channel = parse_scale(f.scale, "--scale");
+  f.boundary.bw_per_channel = parse_scale(f.bw_scale, "--bw-scale");
+  const pipeline::BoundaryCodecs codecs = pipeline::boundary_codecs(f.boundary);
   c.forward_codec = codecs.forward;
   c.backward_codec = codecs.backward;
+  c.tied_gradient = pipeline::parse_tied_gradient(f.tied);
   c.buffers.format = pipeline::parse_buffer_format(f.buffer_format);
   c.buffers.memory_budget = f.buffer_memory == "unlimited" ? -1 : parse_byte_size(f.buffer_memory);
   c.level = parse_level(f.level);
@@ -114,8 +124,11 @@ void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
                100 * l.wait_seconds / std::max(1e-9, r.run_s));
   }
   if (r.tied_bytes > 0) {
-    fmt::print("the tied embedding's gradient: {} bytes between stage 0 and stage {} (with the gradient codec)\n",
-               r.tied_bytes, c.stages - 1);
+    const char* how = c.tied_gradient == pipeline::TiedGradient::kFp32       ? "uncompressed"
+                      : c.tied_gradient == pipeline::TiedGradient::kFeedback ? "with the gradient codec and error feedback"
+                                                                              : "with the gradient codec";
+    fmt::print("the tied embedding's gradient: {} bytes between stage 0 and stage {} ({})\n", r.tied_bytes,
+               c.stages - 1, how);
   }
   if (c.forward_codec.kind == pipeline::BoundaryCodec::kAqsgd) {
     const app::BufferTotals& b = r.buffers;
@@ -218,8 +231,31 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--in-flight", c.in_flight,
                 "1F1B: micro-batches stage 0 may hold (default: stages); more hides a slow link's round trip")
       ->capture_default_str();
-  p->add_option("--codec", f->codec, "Boundary codec: fp32, fp16, directq, tah or aqsgd")->capture_default_str();
-  p->add_flag("--stochastic", f->stochastic, "directq, aqsgd: stochastic rounding instead of round-to-nearest");
+  p->add_option("--codec", f->boundary.codec, "Boundary codec: fp32, fp16, directq, tah or aqsgd")
+      ->capture_default_str();
+  p->add_flag("--stochastic", f->boundary.stochastic,
+              "Stochastic rounding (unbiased) instead of round-to-nearest for what DirectQ codes: directq and aqsgd "
+              "activations, the gradients of directq, tah and aqsgd");
+  p->add_option("--grid", f->grid,
+                "directq, aqsgd activations: symmetric (2^b - 1 levels, zero exact) or full (all 2^b levels)")
+      ->capture_default_str();
+  p->add_option("--scale", f->scale, "directq activations: one scale per tensor or per hidden channel")
+      ->capture_default_str();
+  p->add_option("--bw-scale", f->bw_scale, "DirectQ gradients: one scale per tensor or per hidden channel")
+      ->capture_default_str();
+  p->add_flag("--bw-feedback", c.backward_feedback,
+              "Error feedback on the gradients: each sender keeps the residual of each micro-batch of the step and "
+              "adds it to the next step's");
+  p->add_option("--tied-gradient", f->tied,
+                "The tied embedding's gradient between the last and first stage: codec (the gradient codec), "
+                "feedback (the gradient codec with error feedback) or fp32")
+      ->capture_default_str();
+  p->add_option("--tah-tile", f->boundary.tah_group, "tah: tile size, a power of two in 8..256")
+      ->capture_default_str();
+  p->add_option("--tah-high-share", f->boundary.tah_high_fraction,
+                "tah: share of tokens (highest entropy first) at --fw-bits, the rest at one bit less")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   p->add_option("--warmup-epochs", r.aqsgd_warmup_epochs, "aqsgd: epochs sent in full precision")
       ->capture_default_str();
   p->add_option("--buffer-dir", c.buffers.dir,
@@ -233,9 +269,9 @@ void add_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   p->add_flag("--check-buffers", c.buffers.check,
               "aqsgd: compare a checksum of both sides' m(ξ) after every micro-batch (fails on a difference)");
-  p->add_option("--fw-bits", f->fw_bits, "Activation bits (tah: the high-entropy tokens'; the rest get one less)")
+  p->add_option("--fw-bits", f->boundary.fw_bits, "Activation bits (tah: the high-entropy tokens'; the rest get one less)")
       ->capture_default_str();
-  p->add_option("--bw-bits", f->bw_bits, "Gradient bits (DirectQ) for directq, tah and aqsgd")->capture_default_str();
+  p->add_option("--bw-bits", f->boundary.bw_bits, "Gradient bits (DirectQ) for directq, tah and aqsgd")->capture_default_str();
   p->add_option("--bandwidth", f->bandwidth, "Link rate, e.g. 100Mbps; one, or one per boundary")
       ->capture_default_str();
   p->add_option("--latency", f->latency, "One-way link latency, e.g. 10ms; one, or one per boundary")

@@ -130,8 +130,17 @@ smoke() {
   resumes_bit_for_bit pdp $b/bin/actkit pipeline --stages 2 --dp 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 \
     --micro-batches 2 --micro-batch-size 2 --codec tah --optimizer onebit-adam --dp-warmup-steps 3 --lr 1e-3 \
     --train-limit 200 --validation-batches 1 --bandwidth 200Mbps
+  # Error feedback on the boundary and tied gradients: the residuals travel
+  # in the checkpoint, so the resumed run ends where the uninterrupted one
+  # does (without them its gradients, and so its losses, would differ).
+  resumes_bit_for_bit feedback $b/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 \
+    --micro-batches 2 --micro-batch-size 2 --codec directq --fw-bits 3 --bw-bits 3 --stochastic --grid full \
+    --scale channel --bw-feedback --tied-gradient feedback --lr 1e-3 --train-limit 200 --validation-batches 1
   B=$b python3 - <<'PY'
 import json, os
+f = json.load(open(os.environ["B"] + "/feedback.json"))
+assert f["backward_feedback"] and f["tied_gradient"] == "feedback", f
+assert f["forward_codec"] == "directq3-sr-channel-full", f["forward_codec"]
 a = json.load(open(os.environ["B"] + "/pdp.json"))
 assert a["replicas"] == 2 and a["exchange_bytes"] > 0, a
 PY

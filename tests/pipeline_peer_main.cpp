@@ -44,7 +44,11 @@ int main(int argc, char** argv) {
     const std::string codec = argv[2], out = argv[6];
     pipeline::PipelineConfig c = test_pipeline_config(comm.world_size());
     c.schedule = pipeline::parse_schedule(argv[1]);
-    const pipeline::BoundaryCodecs codecs = pipeline::boundary_codecs(codec, std::stoi(argv[3]), std::stoi(argv[4]), false);
+    pipeline::BoundaryChoice choice;
+    choice.codec = codec;
+    choice.fw_bits = std::stoi(argv[3]);
+    choice.bw_bits = std::stoi(argv[4]);
+    const pipeline::BoundaryCodecs codecs = pipeline::boundary_codecs(choice);
     c.forward_codec = codecs.forward;
     c.backward_codec = codecs.backward;
     if (argc > 7) c.level = parse_level(argv[7]);

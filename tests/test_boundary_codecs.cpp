@@ -206,6 +206,101 @@ TEST(DirectQ, ZerosStayZeros) {
   }
 }
 
+// The full grid (the papers' 2^b levels): h = (2^b - 1) / 2 steps each side.
+DirectQOptions full_grid(int bits, bool per_channel = false, bool stochastic = false, uint64_t seed = 0) {
+  DirectQOptions o = dq(bits, per_channel, stochastic, seed);
+  o.grid = kernels::DirectQGrid::kFull;
+  return o;
+}
+
+TEST(DirectQ, FullGridUsesEveryCodeAndHalfAStepOfError) {
+  // Uniform over [-3, 3], both ends present: every level has values near it.
+  at::Tensor x = at::rand({4, 100, 33}) * 6 - 3;
+  x[0][0][0] = 3.0f;
+  x[0][0][1] = -3.0f;
+  const double s = x.abs().max().item<double>();
+  for (int bits = 2; bits <= 8; ++bits) {
+    const CompressedTensor ct = encode_directq(x, full_grid(bits));
+    EXPECT_TRUE(ct.meta().full_grid);
+    EXPECT_EQ(ct.byte_size(), encode_directq(x, dq(bits)).byte_size()) << "the grid costs no bytes";
+    const double half = ((1 << bits) - 1) / 2.0, step = s / half;
+    const at::Tensor y = ct.decode().to(at::kDouble);
+    // Half a step, plus the fp32 rounding of v + h before it is rounded to a
+    // code (half an ulp of 2^bits: 2^(bits - 24) steps) and of the decode.
+    EXPECT_LE((y - x.to(at::kDouble)).abs().max().item<double>(), step * (0.5 + std::ldexp(1.0, bits - 24)) * (1 + 1e-6))
+        << bits;
+    // Decoded values are (c - h) steps for codes c in 0..2^b - 1, and at
+    // 2..4 bits every one of the 2^b levels occurs (the symmetric grid has
+    // one fewer).
+    const at::Tensor c = y / step + half;
+    EXPECT_LT((c - c.round()).abs().max().item<double>(), 1e-3) << bits;
+    EXPECT_GE(c.min().item<double>(), -1e-3);
+    EXPECT_LE(c.max().item<double>(), (1 << bits) - 1 + 1e-3);
+    if (bits <= 4) {
+      EXPECT_EQ(std::get<0>(at::_unique(c.round())).numel(), 1 << bits) << bits;
+      EXPECT_EQ(std::get<0>(at::_unique(encode_directq(x, dq(bits)).decode())).numel(), (1 << bits) - 1) << bits;
+    }
+  }
+}
+
+TEST(DirectQ, FullGridStochasticRoundingIsUnbiasedWithTheoreticalVariance) {
+  const at::Tensor x = at::randn({2, 500}) * 2 + 0.5;
+  constexpr int kSeeds = 3000;
+  for (int bits : {2, 3}) {
+    for (bool per_channel : {false, true}) {
+      at::Tensor sum = at::zeros_like(x, at::kDouble), sq = at::zeros_like(x, at::kDouble);
+      for (int k = 0; k < kSeeds; ++k) {
+        const at::Tensor y =
+            encode_directq(x, full_grid(bits, per_channel, true, uint64_t(k) * 7919 + 3)).decode().to(at::kDouble);
+        sum += y;
+        sq += y * y;
+      }
+      const at::Tensor mean = sum / kSeeds;
+      const at::Tensor err = mean - x.to(at::kDouble);
+      const at::Tensor s = per_channel ? std::get<0>(x.abs().max(0)).to(at::kDouble).expand_as(mean)
+                                       : x.abs().max().to(at::kDouble).expand_as(mean);
+      const at::Tensor step = s / (((1 << bits) - 1) / 2.0);
+      // Rounding v = x / step + h up with probability frac(v): variance frac (1 - frac) step^2.
+      const at::Tensor v = x.to(at::kDouble) / step + ((1 << bits) - 1) / 2.0;
+      const at::Tensor frac = v - v.floor();
+      const at::Tensor theory = frac * (1 - frac) * step * step;
+      const double se = std::sqrt(step.max().item<double>() * step.max().item<double>() / 4 / kSeeds);
+      EXPECT_LT(err.abs().max().item<double>(), 6 * se) << bits;
+      const double variance = (sq / kSeeds - mean * mean).sum().item<double>();
+      EXPECT_NEAR(variance / theory.sum().item<double>(), 1.0, 0.05) << bits << " " << per_channel;
+    }
+  }
+  // Round-to-nearest on the full grid is biased at zero: zero sits between
+  // two levels and rounds half to even, to +step / 2.
+  const CompressedTensor z = encode_directq(at::tensor({0.0f, 1.0f, -1.0f}), full_grid(2));
+  const at::Tensor y = z.decode();
+  EXPECT_FLOAT_EQ(y[0].item<float>(), 1.0f / 3.0f);
+  EXPECT_FLOAT_EQ(y[1].item<float>(), 1.0f);
+  EXPECT_FLOAT_EQ(y[2].item<float>(), -1.0f);
+}
+
+TEST(DirectQ, FullGridSurvivesSerializationAndIsRefusedElsewhere) {
+  const at::Tensor x = at::randn({5, 64});
+  for (bool per_channel : {false, true}) {
+    const CompressedTensor ct = encode_directq(x, full_grid(3, per_channel, true, 4));
+    const CompressedTensor back = CompressedTensor::deserialize(ct.serialize());
+    EXPECT_TRUE(back.meta().full_grid);
+    EXPECT_EQ(back.meta().per_channel, per_channel);
+    EXPECT_TRUE(bitwise_equal(back.decode(), ct.decode()));
+    // The same codes read on the symmetric grid would decode elsewhere: the flag matters.
+    EXPECT_FALSE(bitwise_equal(encode_directq(x, dq(3, per_channel, true, 4)).decode(), ct.decode()));
+  }
+  CompressedMeta m;
+  m.kind = CodecKind::kTah;
+  m.full_grid = true;
+  m.shape = {2, 64};
+  m.group_size = 64;
+  m.bits = 4;
+  m.low_bits = 3;
+  m.meta_format = MetaFormat::kFloat16;
+  EXPECT_THROW(m.validate(), FormatError);
+}
+
 TEST(DirectQ, HalfAndBFloat16Inputs) {
   const at::Tensor x32 = at::randn({7, 513});
   for (auto dt : {at::kHalf, at::kBFloat16}) {
@@ -757,7 +852,8 @@ TEST(BoundarySerialize, HeaderFieldsThatContradictThePayloadAreFormatErrors) {
   };
   expect_format_error(edit(dq8, 8, 1), "bits", "directq at 1 bit");
   expect_format_error(edit(dq8, body_offset(s[0]) - 16, 1), "payload", "directq turned per-channel");
-  expect_format_error(edit(dq8, body_offset(s[0]) - 16, 2), "flags", "unknown flag");
+  expect_format_error(edit(dq8, body_offset(s[0]) - 16, 4), "flags", "unknown flag");
+  expect_format_error(edit(tah43, ext, 2), "full grid", "tah with the full-grid flag");
   expect_format_error(edit(dq8, body_offset(s[0]) - 15, 3), "low", "directq with low bits");
   expect_format_error(edit(tah43, ext + 1, 5), "low", "low bits above high");
   expect_format_error(edit(tah43, ext + 1, 2), "payload", "low bits changed");

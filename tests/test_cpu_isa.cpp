@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actkit/kernels/cpu_isa.h"
+#include "actkit/kernels/directq_math.h"
 #include "actkit/kernels/half.h"
 #include "actkit/kernels/pergroup_math.h"
 #include "isa/isa_kernels.h"
@@ -136,6 +137,7 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
    for (bool half : {false, true}) {
     for (bool per_channel : {false, true}) {
       for (bool stochastic : {false, true}) {
+       for (k::DirectQGrid grid : {k::DirectQGrid::kSymmetric, k::DirectQGrid::kFull}) {
         std::vector<uint8_t> want;
         std::vector<float> want_decoded;
         uint32_t want_max = 0;
@@ -148,6 +150,7 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
           a.numel = int64_t(x.size());
           a.num_scales = per_channel ? C : 1;
           a.bits = bits;
+          a.grid = grid;
           a.stochastic = stochastic;
           a.key = k::make_rng_key(3);
           std::vector<uint32_t> maxima(static_cast<size_t>(C), 0);
@@ -157,8 +160,8 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
           std::vector<float> inv(static_cast<size_t>(a.num_scales)), step(size_t(a.num_scales));
           for (size_t c = 0; c < inv.size(); ++c) {
             std::memcpy(&inv[c], per_channel ? &maxima[c] : &m, 4);  // the scale s
-            step[c] = inv[c] / float((1 << (bits - 1)) - 1);
-            inv[c] = float((1 << (bits - 1)) - 1) / inv[c];
+            step[c] = k::directq_step(inv[c], k::directq_half(bits, grid));
+            inv[c] = k::directq_inv_step(inv[c], k::directq_half(bits, grid));
           }
           std::vector<uint8_t> codes(static_cast<size_t>((a.numel * bits + 7) / 8), 0);
           a.codes = codes.data();
@@ -169,6 +172,7 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
           d.numel = a.numel;
           d.num_scales = a.num_scales;
           d.bits = bits;
+          d.grid = grid;
           d.output_type = a.input_type;
           std::vector<float> decoded(x.size());  // fp16 outputs fill its first half
           d.output = decoded.data();
@@ -180,9 +184,11 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
             continue;
           }
           EXPECT_EQ(m, want_max);
-          EXPECT_EQ(codes, want) << k::cpu_isa_name(isa) << " bits " << bits << " per channel " << per_channel;
+          EXPECT_EQ(codes, want) << k::cpu_isa_name(isa) << " bits " << bits << " per channel " << per_channel
+                                 << " grid " << int(grid);
           EXPECT_EQ(std::memcmp(decoded.data(), want_decoded.data(), decoded.size() * 4), 0) << k::cpu_isa_name(isa);
         }
+       }
       }
     }
    }

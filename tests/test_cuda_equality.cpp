@@ -100,11 +100,14 @@ TEST(CudaEquality, DirectQPayloadAndDecodeAreBitIdentical) {
     int bits;
     bool per_channel;
     bool stochastic;
+    bool full = false;  // the full 2^bits grid
   };
   const std::vector<Case> cases = {
-      {{8, 512, 768}, at::kFloat, 8, false, false}, {{8, 512, 768}, at::kFloat, 4, true, true},
-      {{3, 1001}, at::kHalf, 2, false, true},       {{5, 7, 33}, at::kBFloat16, 3, true, false},
-      {{1 << 20}, at::kFloat, 6, false, true},      {{13}, at::kFloat, 5, true, false},
+      {{8, 512, 768}, at::kFloat, 8, false, false},      {{8, 512, 768}, at::kFloat, 4, true, true},
+      {{3, 1001}, at::kHalf, 2, false, true},            {{5, 7, 33}, at::kBFloat16, 3, true, false},
+      {{1 << 20}, at::kFloat, 6, false, true},           {{13}, at::kFloat, 5, true, false},
+      {{8, 512, 768}, at::kFloat, 2, true, false, true}, {{3, 1001}, at::kHalf, 3, false, true, true},
+      {{5, 7, 33}, at::kBFloat16, 4, true, true, true},
   };
   for (const Case& c : cases) {
     at::Tensor x = (at::randn(c.shape) * 3).to(c.dtype);
@@ -113,6 +116,7 @@ TEST(CudaEquality, DirectQPayloadAndDecodeAreBitIdentical) {
     o.bits = c.bits;
     o.per_channel = c.per_channel;
     o.stochastic = c.stochastic;
+    o.grid = c.full ? kernels::DirectQGrid::kFull : kernels::DirectQGrid::kSymmetric;
     o.seed = 31;
     const CompressedTensor cpu = encode_directq(x, o);
     const CompressedTensor gpu = encode_directq(x.cuda(), o);

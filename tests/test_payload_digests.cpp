@@ -136,6 +136,29 @@ TEST(PayloadDigests, BoundaryCodecsArePinned) {
   EXPECT_EQ(d.hex(), "bca9a36b2ef6fa5d");
 }
 
+TEST(PayloadDigests, FullGridDirectQIsPinned) {
+  Digest d;
+  const at::Tensor x = activations(48, 256, 11);
+  for (int bits : {2, 3, 4, 8}) {
+    for (bool per_channel : {false, true}) {
+      for (bool stochastic : {false, true}) {
+        DirectQOptions o;
+        o.bits = bits;
+        o.per_channel = per_channel;
+        o.stochastic = stochastic;
+        o.grid = kernels::DirectQGrid::kFull;
+        o.seed = 77;
+        for (const at::Tensor& input : {x, x.to(at::kHalf)}) {
+          const CompressedTensor c = encode_directq(input, o);
+          d.fold(c.serialize());
+          d.fold(c.decode());
+        }
+      }
+    }
+  }
+  EXPECT_EQ(d.hex(), "0cb9a339736b8e1d");
+}
+
 TEST(PayloadDigests, BitfieldCodecsArePinned) {
   Digest d;
   const at::Tensor x = activations(16, 200, 3);

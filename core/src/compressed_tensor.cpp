@@ -162,8 +162,9 @@ void CompressedMeta::validate() const {
 }
 
 void CompressedMeta::check_no_boundary_fields() const {
-  if (per_channel || low_bits != 0 || high_tokens != 0) {
-    throw FormatError(c10::str(to_string(kind), " payload cannot have per-channel scales, low bits or high tokens"));
+  if (per_channel || full_grid || low_bits != 0 || high_tokens != 0) {
+    throw FormatError(
+        c10::str(to_string(kind), " payload cannot have per-channel scales, a full grid, low bits or high tokens"));
   }
 }
 
@@ -196,7 +197,9 @@ void CompressedMeta::validate_tah() const {
     throw FormatError(c10::str("tah high-token count ", high_tokens, " outside [0, ", num_tokens(), "]"));
   }
   if (meta_format != MetaFormat::kFloat16) throw FormatError("tah tile parameters must be fp16");
-  if (!sample_bits.empty() || per_channel) throw FormatError("tah payload cannot have per-sample bits or scales");
+  if (!sample_bits.empty() || per_channel || full_grid) {
+    throw FormatError("tah payload cannot have per-sample bits, scales or a full grid");
+  }
 }
 
 CompressedTensor::CompressedTensor(CompressedMeta meta, at::Tensor payload)

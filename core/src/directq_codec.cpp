@@ -26,6 +26,7 @@ CompressedMeta plan(const at::Tensor& x, const DirectQOptions& o) {
   m.shape = x.sizes().vec();
   m.bits = o.bits;
   m.per_channel = o.per_channel;
+  m.full_grid = o.grid == kernels::DirectQGrid::kFull;
   try {
     m.validate();
   } catch (const FormatError& e) {
@@ -47,6 +48,7 @@ CompressedTensor encode_directq(const at::Tensor& x, const DirectQOptions& optio
   args.numel = m.numel();
   args.num_scales = m.num_scales();
   args.bits = m.bits;
+  args.grid = options.grid;
   args.stochastic = options.stochastic;
   args.key = kernels::make_rng_key(options.seed);
   args.scales = reinterpret_cast<float*>(payload.data_ptr<uint8_t>());
@@ -67,6 +69,7 @@ void detail::decode_directq(const CompressedTensor& ct, at::Tensor& out) {
   args.numel = m.numel();
   args.num_scales = m.num_scales();
   args.bits = m.bits;
+  args.grid = m.full_grid ? kernels::DirectQGrid::kFull : kernels::DirectQGrid::kSymmetric;
   args.output = out.data_ptr();
   args.output_type = float_type_of(m.dtype, "decode");
   if (out.is_cuda()) {

@@ -46,6 +46,7 @@ constexpr size_t kFixedHeader = 24;
 constexpr size_t kChecksumBytes = 4;
 constexpr size_t kExtensionBytes = 16;
 constexpr uint8_t kFlagPerChannel = 1;
+constexpr uint8_t kFlagFullGrid = 2;
 
 struct DtypeCode {
   at::ScalarType type;
@@ -104,7 +105,7 @@ size_t CompressedTensor::serialize_into(uint8_t* dst, size_t capacity) const {
   w.put<uint64_t>(uint64_t(meta_.payload_bytes()));
   for (int64_t d : meta_.shape) w.put<int64_t>(d);
   if (has_extension(meta_.kind)) {
-    w.put<uint8_t>(meta_.per_channel ? kFlagPerChannel : 0);
+    w.put<uint8_t>(uint8_t((meta_.per_channel ? kFlagPerChannel : 0) | (meta_.full_grid ? kFlagFullGrid : 0)));
     w.put<uint8_t>(uint8_t(meta_.low_bits));
     for (int i = 0; i < 6; ++i) w.put<uint8_t>(0);
     w.put<int64_t>(meta_.high_tokens);
@@ -150,8 +151,11 @@ CompressedTensor CompressedTensor::deserialize(const uint8_t* data, size_t size,
   for (auto& d : m.shape) d = r.get<int64_t>("dimension");
   if (has_extension(m.kind)) {
     const auto flags = r.get<uint8_t>("extension flags");
-    if ((flags & ~kFlagPerChannel) != 0) throw FormatError(c10::str("payload: unknown extension flags ", int(flags)));
+    if ((flags & ~(kFlagPerChannel | kFlagFullGrid)) != 0) {
+      throw FormatError(c10::str("payload: unknown extension flags ", int(flags)));
+    }
     m.per_channel = (flags & kFlagPerChannel) != 0;
+    m.full_grid = (flags & kFlagFullGrid) != 0;
     m.low_bits = r.get<uint8_t>("low bits");
     for (int i = 0; i < 6; ++i) {
       if (r.get<uint8_t>("extension reserved") != 0) throw FormatError("payload: reserved extension byte is not zero");

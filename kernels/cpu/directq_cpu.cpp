@@ -67,18 +67,18 @@ bool reduce_scales(const DirectQEncodeArgs& a, const cpu::IsaKernels& k) {
 EncodeStatus directq_encode_cpu(const DirectQEncodeArgs& args) {
   const cpu::IsaKernels& k = cpu::isa_kernels();
   if (!reduce_scales(args, k)) return EncodeStatus::kNonFinite;
-  const int32_t levels = directq_levels(args.bits);
+  const float half = directq_half(args.bits, args.grid);
   std::vector<float> inv(size_t(args.num_scales));
-  for (size_t c = 0; c < inv.size(); ++c) inv[c] = directq_inv_step(args.scales[c], levels);
+  for (size_t c = 0; c < inv.size(); ++c) inv[c] = directq_inv_step(args.scales[c], half);
   for_each_range(args.numel, [&](int64_t begin, int64_t end) { k.directq_quantize(args, inv.data(), begin, end); });
   return EncodeStatus::kOk;
 }
 
 void directq_decode_cpu(const DirectQDecodeArgs& args) {
   const cpu::IsaKernels& k = cpu::isa_kernels();
-  const int32_t levels = directq_levels(args.bits);
+  const float half = directq_half(args.bits, args.grid);
   std::vector<float> step(size_t(args.num_scales));
-  for (size_t c = 0; c < step.size(); ++c) step[c] = directq_step(args.scales[c], levels);
+  for (size_t c = 0; c < step.size(); ++c) step[c] = directq_step(args.scales[c], half);
   for_each_range(args.numel, [&](int64_t begin, int64_t end) { k.directq_decode(args, step.data(), begin, end); });
 }
 

@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename In>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(DirectQEncodeArgs a, int32_t* status) {
   const In* x = static_cast<const In*>(a.input);
-  const int32_t levels = directq_levels(a.bits);
-  const float top = float(levels);
+  const float top = directq_half(a.bits, a.grid);
+  const bool full = a.grid == DirectQGrid::kFull;
   const int64_t runs = (a.numel + kValuesPerThread - 1) / kValuesPerThread;
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < runs; g += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i0 = g * kValuesPerThread;
@@ -79,9 +79,10 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(DirectQEncodeArgs a,
         const int64_t i = i0 + k;
         const float s = a.scales[a.num_scales == 1 ? 0 : i % a.num_scales];
         if (!scale_is_finite(abs_bits(s))) atomicCAS(status, int32_t(EncodeStatus::kOk), int32_t(EncodeStatus::kNonFinite));
-        const float inv = directq_inv_step(s, levels);
+        const float inv = directq_inv_step(s, top);
         const float v = load_value(x, i);
         const uint8_t q = a.stochastic ? directq_code_stochastic(v, inv, top, counter_uniform(a.key, uint64_t(i)))
+                          : full       ? directq_code_nearest_full(v, inv, top)
                                        : directq_code_nearest(v, inv, top);
         packed |= uint64_t(q) << (k * a.bits);
       }
@@ -95,7 +96,8 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(DirectQEncodeArgs a,
 template <typename Out>
 __global__ void __launch_bounds__(kThreads) decode_kernel(DirectQDecodeArgs a) {
   Out* y = static_cast<Out*>(a.output);
-  const int32_t levels = directq_levels(a.bits);
+  const float half = directq_half(a.bits, a.grid);
+  const int32_t top_code = directq_top_code(a.bits, a.grid);
   const uint64_t mask = (uint64_t(1) << a.bits) - 1u;
   const int64_t runs = (a.numel + kValuesPerThread - 1) / kValuesPerThread;
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < runs; g += int64_t(gridDim.x) * blockDim.x) {
@@ -107,8 +109,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DirectQDecodeArgs a) {
     for (int b = 0; b < bytes; ++b) packed |= uint64_t(in[b]) << (8 * b);
     for (int k = 0; k < n; ++k) {
       const int64_t i = i0 + k;
-      const float step = directq_step(a.scales[a.num_scales == 1 ? 0 : i % a.num_scales], levels);
-      store_value(y, i, directq_value(uint32_t((packed >> (k * a.bits)) & mask), step, levels));
+      const float step = directq_step(a.scales[a.num_scales == 1 ? 0 : i % a.num_scales], half);
+      store_value(y, i, directq_value(uint32_t((packed >> (k * a.bits)) & mask), step, half, top_code));
     }
   }
 }

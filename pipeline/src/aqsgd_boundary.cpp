@@ -169,6 +169,7 @@ std::vector<uint8_t> AqsgdBoundary::send(const at::Tensor& a, const std::vector<
   DirectQOptions o;
   o.bits = codec_.bits;
   o.per_channel = true;
+  o.grid = codec_.grid;
   o.stochastic = codec_.stochastic;
   o.seed = seed;
   std::vector<uint8_t> payload = encode_directq(x - m, o).serialize();

@@ -25,9 +25,11 @@ std::string BoundaryCodec::describe() const {
   switch (kind) {
     case kFp32:
     case kFp16: return to_string(kind);
-    case kDirectQ: return c10::str("directq", bits, stochastic ? "-sr" : "", per_channel ? "-channel" : "");
+    case kDirectQ:
+      return c10::str("directq", bits, stochastic ? "-sr" : "", per_channel ? "-channel" : "",
+                      grid == DirectQGrid::kFull ? "-full" : "");
     case kTah: return c10::str("tah", bits, "/", bits - 1, "-g", tah_group, "-p", tah_high_fraction);
-    case kAqsgd: return c10::str("aqsgd", bits, stochastic ? "-sr" : "");
+    case kAqsgd: return c10::str("aqsgd", bits, stochastic ? "-sr" : "", grid == DirectQGrid::kFull ? "-full" : "");
   }
   return "?";
 }
@@ -52,14 +54,47 @@ BoundaryCodec parse_boundary_codec(const std::string& name, int bits) {
   throw InvalidInput(c10::str("codec '", name, "': expected fp32, fp16, directq, tah or aqsgd"));
 }
 
-BoundaryCodecs boundary_codecs(const std::string& name, int fw_bits, int bw_bits, bool stochastic) {
+const char* to_string(DirectQGrid grid) { return grid == DirectQGrid::kFull ? "full" : "symmetric"; }
+
+DirectQGrid parse_directq_grid(const std::string& name) {
+  if (name == "symmetric") return DirectQGrid::kSymmetric;
+  if (name == "full") return DirectQGrid::kFull;
+  throw InvalidInput(c10::str("grid '", name, "': expected symmetric or full"));
+}
+
+BoundaryCodecs boundary_codecs(const BoundaryChoice& choice) {
   BoundaryCodecs c;
-  c.forward = parse_boundary_codec(name, fw_bits);
-  const bool compressed = c.forward.kind == BoundaryCodec::kDirectQ || c.forward.kind == BoundaryCodec::kTah ||
-                          c.forward.kind == BoundaryCodec::kAqsgd;
-  c.backward = parse_boundary_codec(compressed ? "directq" : name, bw_bits);
-  c.forward.stochastic = stochastic && c.forward.kind != BoundaryCodec::kTah;
-  c.backward.stochastic = stochastic && c.backward.kind == BoundaryCodec::kDirectQ;
+  c.forward = parse_boundary_codec(choice.codec, choice.fw_bits);
+  const BoundaryCodec::Kind fw = c.forward.kind;
+  const bool compressed = fw == BoundaryCodec::kDirectQ || fw == BoundaryCodec::kTah || fw == BoundaryCodec::kAqsgd;
+  const bool fw_directq = fw == BoundaryCodec::kDirectQ || fw == BoundaryCodec::kAqsgd;
+  c.backward = parse_boundary_codec(compressed ? "directq" : choice.codec, choice.bw_bits);
+  if (choice.grid != DirectQGrid::kSymmetric && !fw_directq) {
+    throw InvalidInput(c10::str("--grid ", to_string(choice.grid), ": only directq and aqsgd activations have a grid"));
+  }
+  if (choice.fw_per_channel && fw != BoundaryCodec::kDirectQ) {
+    throw InvalidInput("--scale channel: only directq activations choose their scales (aqsgd: always per channel)");
+  }
+  if (choice.bw_per_channel && !compressed) {
+    throw InvalidInput("--bw-scale channel: only DirectQ gradients (directq, tah, aqsgd) have scales");
+  }
+  if (fw != BoundaryCodec::kTah && (choice.tah_group != 64 || choice.tah_high_fraction != 0.8)) {
+    throw InvalidInput("--tah-tile and --tah-high-share are for --codec tah");
+  }
+  const int g = choice.tah_group;
+  if (g < 8 || g > 256 || (g & (g - 1)) != 0) {
+    throw InvalidInput(c10::str("--tah-tile: a power of two in 8..256, got ", g));
+  }
+  if (!(choice.tah_high_fraction >= 0 && choice.tah_high_fraction <= 1)) {
+    throw InvalidInput(c10::str("--tah-high-share: in [0, 1], got ", choice.tah_high_fraction));
+  }
+  c.forward.stochastic = choice.stochastic && fw_directq;
+  c.forward.grid = fw_directq ? choice.grid : DirectQGrid::kSymmetric;
+  if (fw == BoundaryCodec::kDirectQ) c.forward.per_channel = choice.fw_per_channel;
+  c.forward.tah_group = g;
+  c.forward.tah_high_fraction = choice.tah_high_fraction;
+  c.backward.stochastic = choice.stochastic && c.backward.kind == BoundaryCodec::kDirectQ;
+  c.backward.per_channel = choice.bw_per_channel && c.backward.kind == BoundaryCodec::kDirectQ;
   return c;
 }
 
@@ -73,6 +108,7 @@ std::vector<uint8_t> encode_boundary(const at::Tensor& x, const BoundaryCodec& c
       o.bits = codec.bits;
       o.stochastic = codec.stochastic;
       o.per_channel = codec.per_channel;
+      o.grid = codec.grid;
       o.seed = seed;
       return encode_directq(x, o).serialize();
     }

@@ -16,6 +16,22 @@ StageOptimizer parse_stage_optimizer(const std::string& name) {
   throw InvalidInput(c10::str("optimizer '", name, "': expected adamw or sgd"));
 }
 
+const char* to_string(TiedGradient tied) {
+  switch (tied) {
+    case TiedGradient::kFeedback: return "feedback";
+    case TiedGradient::kFp32: return "fp32";
+    case TiedGradient::kCodec: break;
+  }
+  return "codec";
+}
+
+TiedGradient parse_tied_gradient(const std::string& name) {
+  if (name == "codec") return TiedGradient::kCodec;
+  if (name == "feedback") return TiedGradient::kFeedback;
+  if (name == "fp32") return TiedGradient::kFp32;
+  throw InvalidInput(c10::str("tied gradient '", name, "': expected codec, feedback or fp32"));
+}
+
 std::string PipelineConfig::optimizer_name() const {
   return replicated_optimizer.empty() ? to_string(optimizer) : replicated_optimizer;
 }
@@ -40,6 +56,9 @@ void PipelineConfig::validate() const {
   }
   if (backward_codec.kind == BoundaryCodec::kAqsgd) {
     throw InvalidInput("aqsgd compresses activations; gradients go back as directq (--bw-bits)");
+  }
+  if (uses_error_feedback() && backward_codec.kind == BoundaryCodec::kFp32) {
+    throw InvalidInput("error feedback (--bw-feedback, --tied-gradient feedback) needs a lossy gradient codec, not fp32");
   }
   if (forward_codec.kind == BoundaryCodec::kAqsgd) {
     if (buffers.dir.empty()) throw InvalidInput("aqsgd: no buffer directory (--buffer-dir)");
@@ -69,7 +88,9 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
       {"micro_batches", c10::str(micro_batches, "x", micro_batch_size)},
       {"schedule", c10::str(to_string(schedule), " in_flight=", in_flight)},
       {"forward_codec", forward_codec.describe()},
-      {"backward_codec", backward_codec.describe()},
+      // Suffixes only when set, so that a checkpoint of a run without them still resumes.
+      {"backward_codec", backward_codec.describe() + (backward_feedback ? " feedback" : "") +
+                             (tied_gradient == TiedGradient::kCodec ? "" : c10::str(" tied=", to_string(tied_gradient)))},
       {"buffers", forward_codec.kind != BoundaryCodec::kAqsgd
                       ? "none"
                       : c10::str(to_string(buffers.format), " warmup_steps=", buffers.warmup_steps,

@@ -114,6 +114,7 @@ std::map<std::string, at::Tensor> StageCheckpoint::read_parameters(const std::st
 void StageCheckpoint::save(const std::string& dir, int64_t steps,
                            const torch::OrderedDict<std::string, at::Tensor>& parameters,
                            const StageOptimizers& optimizers, const Controller& controller,
+                           const std::map<std::string, at::Tensor>& residuals,
                            const std::function<void()>& before_commit) const {
   files::create_directories(dir);
   const std::string weights = parameter_file(dir);
@@ -137,6 +138,18 @@ void StageCheckpoint::save(const std::string& dir, int64_t steps,
   write_controller_state(archive, controller);
   archive.write("parameters_crc", at::tensor(int64_t(crc32c(weight_bytes.data(), weight_bytes.size()))));
   archive.write("config", c10::IValue(resume_facts(config_)));
+  if (config_.uses_error_feedback()) {
+    // The slots' names in one text (they hold no newline), their residuals as e0, e1, ...
+    torch::serialize::OutputArchive part;
+    std::string slots;
+    int64_t i = 0;
+    for (const auto& [slot, e] : residuals) {
+      slots += slot + "\n";
+      part.write(c10::str("e", i++), e);
+    }
+    part.write("slots", c10::IValue(slots));
+    archive.write("error_feedback", part);
+  }
   const std::string optim_bytes = archive_bytes(archive);
   // Replicas hold the same parameters: replica 0 writes them.
   const std::string weights_tmp =
@@ -187,6 +200,19 @@ StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptim
     c10::IValue config;
     archive.read("config", config);
     saved_config = config.toStringRef();
+    if (config_.uses_error_feedback() && saved_config == resume_facts(config_)) {
+      torch::serialize::InputArchive part;
+      archive.read("error_feedback", part);
+      c10::IValue slots;
+      part.read("slots", slots);
+      const std::string& text = slots.toStringRef();
+      int64_t i = 0;
+      for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+        at::Tensor e;
+        part.read(c10::str("e", i++), e);
+        loaded.residuals[text.substr(at, end - at)] = e;
+      }
+    }
   } catch (const c10::Error& e) {
     throw FormatError(
         c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));

@@ -51,6 +51,7 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
     if (init.empty()) throw InvalidInput("resume: no checkpoint directory given");
     const StageCheckpoint::Loaded loaded = checkpoint_.load(init, optimizers_, model_->controller());
     start_step_ = loaded.steps;
+    feedback_.restore(loaded.residuals);
     controller_state_restored_ = loaded.controller_restored;
   }
   if (!last() && !config_.forward_links.empty()) comm_.set_link(stage() + 1, config_.forward_links[size_t(stage())]);
@@ -133,8 +134,10 @@ void StageRunner::backward(int64_t step, int m, const at::Tensor& input, const a
   if (!first()) {
     const at::Tensor g = input.grad();
     raw_backward_bytes_ += fp32_message_bytes(g.numel());
+    const uint64_t seed = rounding_seed(config_, at_, step, m, 1);
     comm_.send(stage() - 1, kGradients,
-               encode_boundary(g, config_.backward_codec, rounding_seed(config_, at_, step, m, 1)));
+               config_.backward_feedback ? feedback_.encode(c10::str("gradients/", m), g, config_.backward_codec, seed)
+                                         : encode_boundary(g, config_.backward_codec, seed));
   }
 }
 
@@ -187,16 +190,26 @@ void StageRunner::exchange_tied_gradients(int64_t step) {
       if (o != stage()) comm_.expect(o, kTiedGradients, 1, named[name].numel() * int64_t(sizeof(float)) + 4096);
     }
   }
-  // Each owner sends its gradient with the backward codec (exact for fp32)
-  // and sums what every owner sent, its own included as the others decode
-  // it, in stage order: all owners then step with the same bits, and the
+  // Each owner sends its gradient with the backward codec (exact for fp32;
+  // with error feedback, or uncompressed, as config.tied_gradient says) and
+  // sums what every owner sent, its own included as the others decode it,
+  // in stage order: all owners then step with the same bits, and the
   // exchange costs what a boundary gradient of that size costs.
+  const BoundaryCodec codec =
+      config_.tied_gradient == TiedGradient::kFp32 ? parse_boundary_codec("fp32", 0) : config_.backward_codec;
   std::vector<at::Tensor> own_decoded;
   for (const auto& [name, owners] : shared) {
     at::Tensor p = named[name];
     const at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
-    std::vector<uint8_t> bytes = encode_boundary(g, config_.backward_codec, rounding_seed(config_, at_, step, 0, 2));
-    own_decoded.push_back(decode_boundary(bytes, "this stage's own gradient of " + name));
+    const uint64_t seed = rounding_seed(config_, at_, step, 0, 2);
+    std::vector<uint8_t> bytes;
+    if (config_.tied_gradient == TiedGradient::kFeedback) {
+      own_decoded.emplace_back();
+      bytes = feedback_.encode("tied/" + name, g, codec, seed, &own_decoded.back());
+    } else {
+      bytes = encode_boundary(g, codec, seed);
+      own_decoded.push_back(decode_boundary(bytes, "this stage's own gradient of " + name));
+    }
     for (int o : owners) {
       if (o != stage()) {
         tied_bytes_ += int64_t(bytes.size()) + Communicator::kMessageHeaderBytes;
@@ -245,7 +258,7 @@ torch::OrderedDict<std::string, at::Tensor> StageRunner::named_parameters() cons
 }
 
 void StageRunner::save(const std::string& dir, int64_t steps) {
-  checkpoint_.save(dir, steps, model_->named_parameters(), optimizers_, model_->controller(),
+  checkpoint_.save(dir, steps, model_->named_parameters(), optimizers_, model_->controller(), feedback_.residuals(),
                    [&] { boundaries_->checkpoint(steps); });
 }
 

@@ -67,8 +67,8 @@ void channel_max(const DirectQEncodeArgs& a, int64_t begin, int64_t end, uint32_
 }
 
 // Codes of one run [start, start + len) into codes[0, len). inv holds the
-// factor L / s per channel (or one factor when !kPerChannel).
-template <bool kPerChannel, bool kStochastic>
+// factor h / s per channel (or one factor when !kPerChannel); top is h.
+template <bool kPerChannel, bool kStochastic, bool kFull>
 ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, const float* inv, int64_t C,
                                     float top, RngKey key, uint8_t* codes) {
   const uint32_t lo0 = uint32_t(uint64_t(start));
@@ -90,6 +90,8 @@ ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, 
         const uint32_t lo = lo_j + uint32_t(k);
         const uint32_t h = counter_hash_mixed(key.k0, lo, lo < lo0 ? mix1 : mix0);
         out[k] = directq_code_stochastic(xj[k], s, top, counter_bits_to_uniform(h));
+      } else if constexpr (kFull) {
+        out[k] = directq_code_nearest_full(xj[k], s, top);
       } else {
         out[k] = directq_code_nearest(xj[k], s, top);
       }
@@ -98,17 +100,17 @@ ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, 
   }
 }
 
-template <typename In, bool kPerChannel, bool kStochastic>
+template <typename In, bool kPerChannel, bool kStochastic, bool kFull = false>
 void quantize(const DirectQEncodeArgs& a, const float* inv, int64_t begin, int64_t end) {
   const In* input = static_cast<const In*>(a.input);
-  const float top = float(directq_levels(a.bits));
+  const float top = directq_half(a.bits, a.grid);
   const RngKey key = a.key;
   alignas(64) float buf[kDirectQRun];
   alignas(64) uint8_t codes[kDirectQRun];
   for (int64_t start = begin; start < end; start += kDirectQRun) {
     const int64_t len = min64(kDirectQRun, end - start);
     const float* x = cpu::load_floats(input, start, len, buf);
-    quantize_run<kPerChannel, kStochastic>(x, len, start, inv, a.num_scales, top, key, codes);
+    quantize_run<kPerChannel, kStochastic, kFull>(x, len, start, inv, a.num_scales, top, key, codes);
     cpu::pack_codes(codes, len, a.bits, a.codes, start * a.bits);
   }
 }
@@ -116,6 +118,10 @@ void quantize(const DirectQEncodeArgs& a, const float* inv, int64_t begin, int64
 template <typename In>
 void quantize_typed(const DirectQEncodeArgs& a, const float* inv, int64_t begin, int64_t end) {
   const bool per_channel = a.num_scales > 1;
+  // Stochastic codes are one formula on both grids; round-to-nearest is not.
+  const bool full_nearest = a.grid == DirectQGrid::kFull && !a.stochastic;
+  if (per_channel && full_nearest) return quantize<In, true, false, true>(a, inv, begin, end);
+  if (!per_channel && full_nearest) return quantize<In, false, false, true>(a, inv, begin, end);
   if (per_channel && a.stochastic) quantize<In, true, true>(a, inv, begin, end);
   if (per_channel && !a.stochastic) quantize<In, true, false>(a, inv, begin, end);
   if (!per_channel && a.stochastic) quantize<In, false, true>(a, inv, begin, end);
@@ -125,7 +131,8 @@ void quantize_typed(const DirectQEncodeArgs& a, const float* inv, int64_t begin,
 template <typename Out>
 void decode_typed(const DirectQDecodeArgs& a, const float* step, int64_t begin, int64_t end) {
   Out* output = static_cast<Out*>(a.output);
-  const int32_t levels = directq_levels(a.bits);
+  const float half = directq_half(a.bits, a.grid);
+  const int32_t top_code = directq_top_code(a.bits, a.grid);
   const int64_t C = a.num_scales;
   alignas(64) uint8_t codes[kDirectQRun];
   alignas(64) float ybuf[kDirectQRun];
@@ -136,7 +143,7 @@ void decode_typed(const DirectQDecodeArgs& a, const float* step, int64_t begin, 
     if (C == 1) {
       const float s0 = step[0];
 #pragma omp simd
-      for (int64_t k = 0; k < len; ++k) y[k] = directq_value(codes[k], s0, levels);
+      for (int64_t k = 0; k < len; ++k) y[k] = directq_value(codes[k], s0, half, top_code);
     } else {
       for (int64_t j = 0, c = start % C; j < len; c = 0) {
         const int64_t n = min64(len - j, C - c);
@@ -144,7 +151,7 @@ void decode_typed(const DirectQDecodeArgs& a, const float* step, int64_t begin, 
         const uint8_t* q = codes + j;
         float* yj = y + j;
 #pragma omp simd
-        for (int64_t k = 0; k < n; ++k) yj[k] = directq_value(q[k], s[k], levels);
+        for (int64_t k = 0; k < n; ++k) yj[k] = directq_value(q[k], s[k], half, top_code);
         j += n;
       }
     }

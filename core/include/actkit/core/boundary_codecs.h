@@ -23,17 +23,24 @@ namespace actkit {
 struct DirectQOptions {
   int bits = 8;              // 2..8
   bool per_channel = false;  // one scale per index of the last dimension instead of one per tensor
+  // kSymmetric: 2^bits - 1 levels, zero among them. kFull: all 2^bits levels
+  // (the papers' grid), zero between two of them.
+  kernels::DirectQGrid grid = kernels::DirectQGrid::kSymmetric;
   bool stochastic = false;   // unbiased stochastic rounding instead of round-to-nearest
   uint64_t seed = 0;         // the stochastic rounding stream
 };
 
 // Quantizes `x` (fp32, fp16 or bf16; any shape with at least one value; any
 // strides; CPU or CUDA). With s = max |x| over the tensor (or, per channel,
-// over every value whose last index is that channel) and L = 2^(bits-1) - 1,
-// each value becomes an integer q in [-L, L] and decodes to q * s / L: zero
-// is exact, an all-zero tensor decodes to zeros. Round-to-nearest by
-// default (error at most s / (2L)); stochastic rounding is unbiased, with
-// value i's draw a function of (seed, i) only. Scales are stored as fp32.
+// over every value whose last index is that channel):
+// * symmetric grid, L = 2^(bits-1) - 1: each value becomes an integer q in
+//   [-L, L] and decodes to q * s / L; zero is exact, an all-zero tensor
+//   decodes to zeros. Round-to-nearest error at most s / (2L).
+// * full grid, h = (2^bits - 1) / 2: each value decodes to (c - h) * s / h
+//   for a code c in [0, 2^bits - 1]; round-to-nearest error at most
+//   s / (2h), and zero decodes to +-s / (2h).
+// Round-to-nearest by default; stochastic rounding is unbiased, with value
+// i's draw a function of (seed, i) only. Scales are stored as fp32.
 // Throws InvalidInput for bits outside 2..8, another dtype, an empty or
 // undefined tensor, per-channel scales on a scalar, or NaN/Inf in `x`.
 CompressedTensor encode_directq(const at::Tensor& x, const DirectQOptions& options);

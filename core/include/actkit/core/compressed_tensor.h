@@ -41,6 +41,7 @@ struct CompressedMeta {
   // TAH (fp16 always); bf16, the default, for the other codecs.
   MetaFormat meta_format = MetaFormat::kBFloat16;
   bool per_channel = false;  // DirectQ only: one scale per index of the last dimension
+  bool full_grid = false;    // DirectQ only: all 2^bits levels instead of 2^bits - 1 around zero
   int low_bits = 0;          // TAH only: bits of the low-entropy tokens, 1..bits
   int64_t high_tokens = 0;   // TAH only: how many tokens are coded at `bits`
 

@@ -27,6 +27,10 @@ namespace actkit::kernels {
 // Element type of a tensor handed to a kernel.
 enum class FloatType : uint8_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
 
+// DirectQ's grid over [-s, s] (directq_math.h): 2^bits - 1 levels with zero
+// among them, or all 2^bits levels.
+enum class DirectQGrid : uint8_t { kSymmetric = 0, kFull = 1 };
+
 // Storage format of the 16-bit per-group metadata (zero point and range).
 enum class MetaFormat : uint8_t { kBFloat16 = 0, kFloat16 = 1 };
 

@@ -1,4 +1,4 @@
-// DirectQ kernels: symmetric max-abs quantization (design §4.5; byte layout
+// DirectQ kernels: max-abs quantization (design §4.5; byte layout
 // in docs/formats.md). The argument blocks and the CPU entry points; the
 // CUDA entry points taking the same blocks are in cuda.h.
 //
@@ -19,6 +19,7 @@ struct DirectQEncodeArgs {
   int64_t numel = 0;
   int64_t num_scales = 1;  // 1, or the size of the last dimension
   int32_t bits = 8;        // 2..8
+  DirectQGrid grid = DirectQGrid::kSymmetric;
   bool stochastic = false; // unbiased stochastic rounding instead of round-to-nearest
   RngKey key;              // the stochastic rounding stream
   // num_scales entries, zero-filled by the caller: encode stores max |x|
@@ -33,6 +34,7 @@ struct DirectQDecodeArgs {
   int64_t numel = 0;
   int64_t num_scales = 1;
   int32_t bits = 8;
+  DirectQGrid grid = DirectQGrid::kSymmetric;
   void* output = nullptr;  // numel contiguous values of `output_type`
   FloatType output_type = FloatType::kFloat32;
 };

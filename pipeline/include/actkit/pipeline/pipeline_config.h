@@ -31,6 +31,17 @@ StageOptimizer parse_stage_optimizer(const std::string& name);
 // every stage and every resumed run steps alike.
 constexpr double kSgdMomentum = 0.9;
 
+// How the gradient of a parameter two stages share (GPT-2's tied
+// embedding) travels between them.
+enum class TiedGradient {
+  kCodec,     // through the backward codec, as a boundary gradient
+  kFeedback,  // through the backward codec with error feedback (ErrorFeedback)
+  kFp32,      // uncompressed
+};
+const char* to_string(TiedGradient tied);  // "codec", "feedback", "fp32"
+// Throws InvalidInput naming the accepted values.
+TiedGradient parse_tied_gradient(const std::string& name);
+
 struct PipelineConfig {
   std::string model = "gpt2";
   ModelOptions model_options;  // vocab_size 256 and max_positions = seq_len for the byte corpus
@@ -42,6 +53,10 @@ struct PipelineConfig {
   int in_flight = 0;  // 1F1B: micro-batches stage 0 may hold (0 = stages; see stage_ops)
   BoundaryCodec forward_codec;   // activations, stage s -> s + 1
   BoundaryCodec backward_codec;  // gradients, stage s + 1 -> s
+  // Error feedback on the boundary gradients: each sender keeps one
+  // residual per micro-batch of the step (ErrorFeedback).
+  bool backward_feedback = false;
+  TiedGradient tied_gradient = TiedGradient::kCodec;
   BufferOptions buffers;         // aqsgd: where and how m(ξ) is kept
   LevelConfig level;             // activation compression inside each stage
   BalanceBy balance = BalanceBy::kParameters;
@@ -65,6 +80,8 @@ struct PipelineConfig {
 
   // Throws InvalidInput naming the first setting out of range.
   void validate() const;
+  // Whether a stage keeps error-feedback residuals (checkpoints hold them).
+  bool uses_error_feedback() const { return backward_feedback || tied_gradient == TiedGradient::kFeedback; }
   // The optimizer's name as facts() and checkpoints state it.
   std::string optimizer_name() const;
   // The settings every rank must agree on, as (name, value) text.

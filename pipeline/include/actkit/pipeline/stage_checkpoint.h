@@ -44,16 +44,20 @@ class StageCheckpoint {
   // leaves a whole old checkpoint or a whole new one. The optimizer file
   // records the parameter file's checksum, so a pair from two saves is
   // refused on load. Replicas hold the same parameters: replica 0's copy
-  // is kept. Throws Error if a file cannot be written.
+  // is kept. With error feedback (config.uses_error_feedback()) the
+  // optimizer file also holds `residuals`, the sender's residual per slot.
+  // Throws Error if a file cannot be written.
   void save(const std::string& dir, int64_t steps, const torch::OrderedDict<std::string, at::Tensor>& parameters,
             const StageOptimizers& optimizers, const Controller& controller,
-            const std::function<void()>& before_commit) const;
+            const std::map<std::string, at::Tensor>& residuals, const std::function<void()>& before_commit) const;
 
   struct Loaded {
     int64_t steps = 0;
     // False for a checkpoint saved before checkpoints held the level's
     // state: the level then starts afresh.
     bool controller_restored = false;
+    // The error-feedback residuals by slot (empty without error feedback).
+    std::map<std::string, at::Tensor> residuals;
   };
   // Reads what save() wrote into `optimizers` (made as the saving run made
   // them) and `controller`, after checking that the parameter file beside

@@ -15,6 +15,7 @@
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/pipeline/batch_source.h"
+#include "actkit/pipeline/error_feedback.h"
 #include "actkit/pipeline/pipeline_config.h"
 #include "actkit/pipeline/stage_boundaries.h"
 #include "actkit/pipeline/stage_checkpoint.h"
@@ -141,6 +142,9 @@ class StageRunner {
   Replication replication_;
   StageCheckpoint checkpoint_;
   std::unique_ptr<StageBoundaries> boundaries_;
+  // The residuals of what this stage sends with error feedback (the
+  // gradients to stage - 1, its share of the tied gradient).
+  ErrorFeedback feedback_;
   int64_t start_step_ = 0;
   bool controller_state_restored_ = true;
   ScopedCpuTracking memory_;

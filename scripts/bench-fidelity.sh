@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The fidelity figures of docs/fidelity.md: the papers' claims against a
+# baseline as strong as the method, on text the model never saw.
+#
+#   [SEEDS="1 2 3"] [FW_BITS="2 3 4"] [STEPS=150] scripts/bench-fidelity.sh \
+#       [corpora|pretrain|finetune|gradients|tied|all] [OUT_DIR]
+#
+# * corpora: two disjoint texts from Debian's fortunes, each shuffled by
+#   fortune with a fixed seed: the pretraining text (every file but the
+#   computing ones and the ASCII art) and the fine-tuning text (computers,
+#   linux, perl: a domain the pretrained model has not read).
+# * pretrain: one checkpoint, fp32, one process, on the pretraining text.
+# * finetune: from that checkpoint, 2-stage 1F1B fine-tuning on 400
+#   examples of the fine-tuning text for 6 epochs (the regime where AQ-SGD
+#   sends deltas), validated on the fine-tuning text's last 5 % (never
+#   trained on), for every codec below, each seed; fp32 and fp16 once per
+#   seed. Codecs, at each of FW_BITS (gradients DirectQ-8, as the papers):
+#     directq, one scale per tensor and per channel, round-to-nearest and
+#     stochastic; per channel on the full 2^b grid, stochastic;
+#     tah, tiles of 32 (the paper's) and 64 (its code's), round-to-nearest;
+#     aqsgd (per channel), round-to-nearest and stochastic; the full grid,
+#     stochastic.
+# * gradients: aqsgd fw2 with gradients at 8, 6, 4, 3 and 2 bits, stochastic,
+#   without and with error feedback (per micro-batch residual), per tensor
+#   and per channel.
+# * tied: the tied embedding's gradient through DirectQ-4 as a boundary
+#   gradient, with error feedback, and uncompressed.
+#
+# Tables (mean ± sample standard deviation over the seeds) go to stdout and
+# OUT_DIR/fidelity.md; learning curves (training loss, mean over the seeds)
+# to OUT_DIR/*.svg. Needs build/bin/actkit and python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-all}"
+out="${2:-build/bench-fidelity}"
+mkdir -p "$out"
+actkit=${ACTKIT:-build/bin/actkit}
+read -r -a seeds <<< "${SEEDS:-1 2 3}"
+read -r -a fw_bits <<< "${FW_BITS:-2 3 4}"
+steps=${STEPS:-150}
+fortunes=${FORTUNES:-/usr/share/games/fortunes}
+model=(--layers 4 --hidden 128 --heads 4 --seq-len 128)
+
+corpora() {  # $out/pretrain.txt and $out/finetune.txt, once
+  [[ -f $out/pretrain.txt && -f $out/finetune.txt ]] && return
+  python3 - "$fortunes" "$out" <<'PY'
+import os, random, sys
+src, out = sys.argv[1], sys.argv[2]
+finetune = {"computers", "linux", "perl"}
+skip = {"art", "ascii-art"}  # pictures, not text
+names = sorted(n for n in os.listdir(src) if "." not in n and os.path.isfile(os.path.join(src, n)))
+def fortunes(files):
+    items = []
+    for n in files:
+        text = open(os.path.join(src, n), encoding="utf-8", errors="replace").read()
+        items += [f.strip("\n") for f in text.split("\n%\n") if f.strip()]
+    random.Random(0).shuffle(items)
+    return "\n%\n".join(items) + "\n"
+ft = [n for n in names if n in finetune]
+pre = [n for n in names if n not in finetune and n not in skip]
+assert len(ft) == len(finetune), ft
+open(os.path.join(out, "pretrain.txt"), "w").write(fortunes(pre))
+open(os.path.join(out, "finetune.txt"), "w").write(fortunes(ft))
+print(f"pretraining text: {len(pre)} files; fine-tuning text: {', '.join(ft)}")
+PY
+}
+
+pretrain() {
+  corpora
+  [[ -f $out/pretrained.pt ]] && return
+  "$actkit" train --model gpt2 "${model[@]}" --data-path "$out/pretrain.txt" --level L0 --epochs 1 \
+    --train-limit 8000 --batch 16 --seed 1 --no-compare --save "$out/pretrained.pt" --json "$out/pretrain.json" \
+    > "$out/pretrain.log" 2>&1 || { echo "pretraining failed:"; tail -5 "$out/pretrain.log"; exit 1; }
+}
+
+run() {  # name, then actkit pipeline arguments; skipped when its JSON exists (a rerun resumes the sweep)
+  local name=$1
+  shift
+  [[ -f $out/$name.json ]] && return
+  "$actkit" pipeline "${model[@]}" --stages 2 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b \
+    --data fortunes --data-path "$out/finetune.txt" --train-limit 400 --steps "$steps" --lr 3e-4 \
+    --validation-batches 16 --init "$out/pretrained.pt" "$@" --json "$out/$name.json" > "$out/$name.log" 2>&1 ||
+    { echo "run $name failed:"; tail -5 "$out/$name.log"; exit 1; }
+}
+
+# Runs every "label:arguments" entry of the array named $2 for every seed,
+# as $1-<label>-s<seed>, and writes the table and curves named $1.
+sweep() {
+  local prefix=$1 entry label seed
+  local -n entries=$2
+  for seed in "${seeds[@]}"; do
+    for entry in "${entries[@]}"; do
+      label=${entry%%:*}
+      # shellcheck disable=SC2086
+      run "$prefix-${label// /_}-s$seed" --seed "$seed" ${entry#*:}
+    done
+  done
+  local labels=()
+  for entry in "${entries[@]}"; do labels+=("${entry%%:*}"); done
+  python3 scripts/fidelity_table.py "$out" "$prefix" "${seeds[*]}" "${labels[@]}" | tee -a "$out/fidelity.md"
+}
+
+if [[ $what == corpora ]]; then corpora; fi
+if [[ $what == pretrain ]]; then pretrain; fi
+
+if [[ $what == finetune || $what == all ]]; then
+  pretrain
+  ft=("fp32:--codec fp32" "fp16:--codec fp16")
+  for b in "${fw_bits[@]}"; do
+    dq="--codec directq --fw-bits $b --bw-bits 8"
+    aq="--codec aqsgd --fw-bits $b --bw-bits 8"
+    ft+=("directq$b tensor:$dq" "directq$b tensor sr:$dq --stochastic"
+         "directq$b channel:$dq --scale channel" "directq$b channel sr:$dq --scale channel --stochastic"
+         "directq$b channel sr full:$dq --scale channel --stochastic --grid full"
+         "tah$b g32:--codec tah --fw-bits $b --bw-bits 8 --tah-tile 32"
+         "tah$b g64:--codec tah --fw-bits $b --bw-bits 8 --tah-tile 64"
+         "aqsgd$b:$aq" "aqsgd$b sr:$aq --stochastic" "aqsgd$b sr full:$aq --stochastic --grid full")
+  done
+  sweep ft ft
+fi
+
+if [[ $what == gradients || $what == all ]]; then
+  pretrain
+  gr=("fp32:--codec fp32")
+  for b in 8 6 4 3 2; do
+    aq="--codec aqsgd --fw-bits 2 --bw-bits $b --stochastic"
+    gr+=("aqsgd2 bw$b:$aq" "aqsgd2 bw$b ef:$aq --bw-feedback" "aqsgd2 bw$b channel ef:$aq --bw-feedback --bw-scale channel")
+  done
+  sweep gr gr
+fi
+
+if [[ $what == tied || $what == all ]]; then
+  pretrain
+  aq="--codec aqsgd --fw-bits 2 --bw-bits 4 --stochastic"
+  td=("fp32:--codec fp32" "tied codec:$aq --tied-gradient codec" "tied feedback:$aq --tied-gradient feedback"
+      "tied fp32:$aq --tied-gradient fp32")
+  sweep td td
+fi
