@@ -82,9 +82,12 @@ void run_rank(DpFlags& f) {
   app::DpCallbacks callbacks;
   callbacks.on_start = [&](const app::DpStart& s) {
     if (!s.controller_state_restored) print_no_controller_state("dp", s.checkpoint);
-    fmt::print("{} workers × batch {} of {} on {} ({} examples), {} over {}, warm-up {} of {} steps, level {}, "
+    const std::string batch = c.accumulate == 1 ? fmt::format("batch {}", c.batch)
+                                                : fmt::format("batch {} × {} micro-batches (global batch {})", c.batch,
+                                                              c.accumulate, int64_t(s.workers) * c.batch * c.accumulate);
+    fmt::print("{} workers × {} of {} on {} ({} examples), {} over {}, warm-up {} of {} steps, level {}, "
                "link {} {}\n",
-               s.workers, c.batch, c.model, app::to_string(c.data.set), s.train_examples,
+               s.workers, batch, c.model, app::to_string(c.data.set), s.train_examples,
                optim::to_string(c.optimizer.algorithm), optim::to_string(c.optimizer.exchange), s.warmup_steps,
                s.steps, c.level.spec, to_string(c.link), format_bandwidth(c.egress.bits_per_second));
     std::fflush(stdout);
@@ -139,7 +142,11 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--epochs", r.epochs, "Epochs over the training examples")->check(kPositiveNumber)
       ->capture_default_str();
   p->add_option("--steps", r.steps, "Training steps (instead of --epochs)")->check(kNonNegativeNumber);
-  p->add_option("--batch", r.batch, "Examples per worker and step")->check(kPositiveNumber)->capture_default_str();
+  p->add_option("--batch", r.batch, "Examples per worker and micro-batch")->check(kPositiveNumber)->capture_default_str();
+  p->add_option("--accumulate", r.accumulate,
+                "Micro-batches per worker and step (gradient accumulation): a global batch of workers × batch × N")
+      ->check(CLI::Range(int64_t(1), app::kMaxAccumulate))
+      ->capture_default_str();
   p->add_option("--seq-len", r.shape.seq_len, "Language models: tokens per example")->check(kPositiveNumber)
       ->capture_default_str();
   p->add_option("--layers", r.shape.layers, "Language models: transformer blocks")->check(kPositiveNumber)

@@ -5,7 +5,7 @@
 # with the same steps and seed; and the pipeline with replicas, every
 # exchange compressed or none.
 #
-#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|pipeline|all] [OUT_DIR]
+#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|pipeline|all] [OUT_DIR]
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-dp); the tables go to stdout.
@@ -100,6 +100,48 @@ convergence_resnet() {
   convergence_table resnet val_accuracy
 }
 
+# 1-bit LAMB's regime, as far as 2 cores go: a large global batch by
+# gradient accumulation (4 workers × 8 × ACCUMULATE micro-batches, 1024 by
+# default, against the paper's 32K-64K), the paper's 16.7% warm-up share,
+# each 1-bit optimizer against its full-precision twin at equal steps and
+# seeds (SEEDS, default "1 2 3"); LAMB's pair at a peak rate of LR_LAMB
+# (default 0.01: the 0.003 of batch 32 scaled by about the square root of
+# the batch ratio, as LAMB's paper scales it), Adam's at LR_ADAM (0.003).
+# Volume against fp32 and fp16 (an fp16 allreduce sends half of fp32's).
+large_batch() {
+  local opt lr seed acc=${ACCUMULATE:-32} steps=${STEPS:-120}
+  read -r -a lb_seeds <<< "${SEEDS:-1 2 3}"
+  for seed in "${lb_seeds[@]}"; do
+    for opt in lamb onebit-lamb adam onebit-adam; do
+      lr=${LR_LAMB:-0.01}
+      [[ $opt == *adam ]] && lr=${LR_ADAM:-0.003}
+      [[ -f $out/large-$opt-s$seed.json ]] && continue
+      run "large-$opt-s$seed" --workers 4 --optimizer "$opt" --data fortunes --batch 8 --accumulate "$acc" \
+        --steps "$steps" --lr "$lr" --warmup-fraction 0.167 --seed "$seed"
+    done
+  done
+  python3 - "$out" "${lb_seeds[@]}" <<'PY'
+import json, statistics, sys
+out, seeds = sys.argv[1], sys.argv[2:]
+def load(o, s):
+    return json.load(open(f"{out}/large-{o}-s{s}.json"))
+def spread(v):
+    return f"{statistics.fmean(v):.4f} ± {statistics.stdev(v) if len(v) > 1 else 0:.4f}"
+first = load("lamb", seeds[0])
+print(f"global batch {first['global_batch']}, {first['steps']} steps, seeds {' '.join(seeds)}\n")
+print("| optimizer | warm-up | validation loss | ÷ full-precision twin | bytes in all | vs fp32 bytes | vs fp16 bytes |")
+print("|---|---|---|---|---|---|---|")
+for algo in ["lamb", "adam"]:
+    for o in [algo, "onebit-" + algo]:
+        runs = [load(o, s) for s in seeds]
+        twin = [load(algo, s) for s in seeds]
+        ratio = [r["val_loss"] / t["val_loss"] for r, t in zip(runs, twin)]
+        b, fp32 = runs[0]["bytes_total"], twin[0]["bytes_total"]
+        print(f"| {o} | {runs[0]['warmup_steps']} | {spread([r['val_loss'] for r in runs])} | {spread(ratio)} | "
+              f"{b} | {fp32 / b:.2f}× | {fp32 / 2 / b:.2f}× |")
+PY
+}
+
 # End-to-end compression (AQ-SGD §4.3): 2 stages × 2 replicas of the
 # pipeline benchmark's GPT-2 (4 blocks of 128, 128-byte sequences),
 # fine-tuned for 150 steps from its pretrained checkpoint on 400 fortunes
@@ -157,7 +199,9 @@ case "$what" in
   speed) speed ;;
   convergence) convergence ;;
   convergence-resnet) convergence_resnet ;;
+  large-batch) large_batch ;;
   pipeline) pipeline_dp ;;
-  all) speed; convergence; convergence_resnet; pipeline_dp ;;
-  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|pipeline|all] [OUT_DIR]" >&2; exit 2 ;;
+  all) speed; convergence; convergence_resnet; large_batch; pipeline_dp ;;
+  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|pipeline|all] [OUT_DIR]" >&2
+     exit 2 ;;
 esac

@@ -20,15 +20,19 @@
 #     tah, tiles of 32 (the paper's) and 64 (its code's), round-to-nearest;
 #     aqsgd (per channel), round-to-nearest and stochastic; the full grid,
 #     stochastic.
-# * gradients: aqsgd fw2 with gradients at 8, 6, 4, 3 and 2 bits, stochastic,
-#   without and with error feedback (per micro-batch residual), per tensor
-#   and per channel.
-# * tied: the tied embedding's gradient through DirectQ-4 as a boundary
-#   gradient, with error feedback, and uncompressed.
+# * gradients: aqsgd fw2, stochastic, with gradients at 8, 6, 4, 3 and 2
+#   bits, without and with error feedback (per micro-batch residual), and
+#   below 6 bits also per channel with error feedback.
+# * tied: aqsgd fw2 with 4-bit gradients, the tied embedding's gradient
+#   through that codec (as every boundary gradient), with error feedback,
+#   and uncompressed.
 #
 # Tables (mean ± sample standard deviation over the seeds) go to stdout and
 # OUT_DIR/fidelity.md; learning curves (training loss, mean over the seeds)
-# to OUT_DIR/*.svg. Needs build/bin/actkit and python3.
+# to OUT_DIR/<section>.svg. A run whose JSON exists is not run again, so an
+# interrupted sweep goes on where it stopped. Needs build/bin/actkit (or
+# ACTKIT=path: a copy keeps a long sweep off a binary being rebuilt) and
+# python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -84,20 +88,21 @@ run() {  # name, then actkit pipeline arguments; skipped when its JSON exists (a
 }
 
 # Runs every "label:arguments" entry of the array named $2 for every seed,
-# as $1-<label>-s<seed>, and writes the table and curves named $1.
+# as ft-<label>-s<seed> (a label names one setting in every section, so a
+# run two sections share runs once), and writes the table and curves named $1.
 sweep() {
-  local prefix=$1 entry label seed
+  local table=$1 entry label seed
   local -n entries=$2
   for seed in "${seeds[@]}"; do
     for entry in "${entries[@]}"; do
       label=${entry%%:*}
       # shellcheck disable=SC2086
-      run "$prefix-${label// /_}-s$seed" --seed "$seed" ${entry#*:}
+      run "ft-${label// /_}-s$seed" --seed "$seed" ${entry#*:}
     done
   done
   local labels=()
   for entry in "${entries[@]}"; do labels+=("${entry%%:*}"); done
-  python3 scripts/fidelity_table.py "$out" "$prefix" "${seeds[*]}" "${labels[@]}" | tee -a "$out/fidelity.md"
+  python3 scripts/fidelity_table.py "$out" "$table" "${seeds[*]}" "${labels[@]}" | tee -a "$out/fidelity.md"
 }
 
 if [[ $what == corpora ]]; then corpora; fi
@@ -116,23 +121,26 @@ if [[ $what == finetune || $what == all ]]; then
          "tah$b g64:--codec tah --fw-bits $b --bw-bits 8 --tah-tile 64"
          "aqsgd$b:$aq" "aqsgd$b sr:$aq --stochastic" "aqsgd$b sr full:$aq --stochastic --grid full")
   done
-  sweep ft ft
+  sweep finetune ft
 fi
 
 if [[ $what == gradients || $what == all ]]; then
   pretrain
-  gr=("fp32:--codec fp32")
-  for b in 8 6 4 3 2; do
+  # aqsgd2 sr is aqsgd fw2 with DirectQ-8 gradients, stochastic: the finetune section's run.
+  gr=("fp32:--codec fp32" "aqsgd2 sr:--codec aqsgd --fw-bits 2 --bw-bits 8 --stochastic")
+  for b in 6 4 3 2; do
     aq="--codec aqsgd --fw-bits 2 --bw-bits $b --stochastic"
-    gr+=("aqsgd2 bw$b:$aq" "aqsgd2 bw$b ef:$aq --bw-feedback" "aqsgd2 bw$b channel ef:$aq --bw-feedback --bw-scale channel")
+    gr+=("aqsgd2 sr bw$b:$aq" "aqsgd2 sr bw$b ef:$aq --bw-feedback")
+    [[ $b == 6 ]] || gr+=("aqsgd2 sr bw$b channel ef:$aq --bw-feedback --bw-scale channel")
   done
-  sweep gr gr
+  sweep gradients gr
 fi
 
 if [[ $what == tied || $what == all ]]; then
   pretrain
+  # The tied gradient at 4 bits (it goes with the boundary gradients' codec).
   aq="--codec aqsgd --fw-bits 2 --bw-bits 4 --stochastic"
-  td=("fp32:--codec fp32" "tied codec:$aq --tied-gradient codec" "tied feedback:$aq --tied-gradient feedback"
-      "tied fp32:$aq --tied-gradient fp32")
-  sweep td td
+  td=("fp32:--codec fp32" "aqsgd2 sr bw4:$aq" "aqsgd2 sr bw4 tied ef:$aq --tied-gradient feedback"
+      "aqsgd2 sr bw4 tied fp32:$aq --tied-gradient fp32")
+  sweep tied td
 fi

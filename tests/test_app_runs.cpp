@@ -14,6 +14,9 @@
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/dp_run.h"
 #include "actkit/app/pipeline_run.h"
+#include "actkit/app/train_step.h"
+#include "actkit/converters/convert.h"
+#include "actkit/models/zoo.h"
 #include "actkit/comm/comm_error.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -67,6 +70,67 @@ std::string fresh_dir(const std::string& name) {
 }
 
 }  // namespace
+
+// The accumulated gradient is the whole batch's mean gradient (Adam and
+// LAMB would hide a wrong scale; the gradients themselves do not), and the
+// reported loss its mean loss.
+TEST(TrainStep, MicroBatchesAccumulateTheBatchsMeanGradient) {
+  at::manual_seed(3);
+  auto model = make_model("gpt2", app::training_model_options("gpt2", {1, 32, 2, 16, 0.0}));
+  const ConvertResult converted = convert(*model, "L0");
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.0));  // lr 0: the weights stay
+  const at::Tensor inputs = at::randint(0, 256, {8, 16}, at::kLong);
+  const at::Tensor labels = at::randint(0, 256, {8, 16}, at::kLong);
+  auto grads = [&] {
+    std::vector<at::Tensor> g;
+    for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  const double whole_loss = app::train_step(*model, *converted.controller, sgd, inputs, labels).item<double>();
+  const std::vector<at::Tensor> whole = grads();
+  for (int64_t k : {2, 4, 8}) {
+    const double loss = app::train_step(*model, *converted.controller, sgd, inputs, labels, {}, k).item<double>();
+    EXPECT_NEAR(loss, whole_loss, 1e-5 * whole_loss) << k;
+    const std::vector<at::Tensor> split = grads();
+    for (size_t i = 0; i < whole.size(); ++i) {
+      EXPECT_TRUE(at::allclose(split[i], whole[i], 1e-4, 1e-6)) << k << " parameter " << i;
+    }
+  }
+  EXPECT_THROW(app::train_step(*model, *converted.controller, sgd, inputs, labels, {}, 3), InvalidInput);
+  EXPECT_THROW(app::train_step(*model, *converted.controller, sgd, inputs, labels, {}, 0), InvalidInput);
+}
+
+// Gradient accumulation: a step of 2 micro-batches of 4 (or 4 of 2) sees
+// the 8 examples a step of one batch of 8 sees, and averages the same
+// gradient, so the runs agree up to the order of the sums; the step count
+// of an epoch follows the global batch.
+TEST(DpRun, AccumulatedMicroBatchesTrainAsOneBatch) {
+  app::DpRunConfig whole = small_dp();
+  whole.batch = 8;
+  whole.steps = 5;
+  const app::DpRunResult a = app::run_dp_worker(whole, {});
+  for (int64_t k : {2, 4}) {
+    app::DpRunConfig split = whole;
+    split.batch = 8 / k;
+    split.accumulate = k;
+    split.group = one_rank();
+    const app::DpRunResult b = app::run_dp_worker(split, {});
+    ASSERT_EQ(a.train_losses.size(), b.train_losses.size());
+    for (size_t i = 0; i < a.train_losses.size(); ++i) {
+      EXPECT_NEAR(a.train_losses[i], b.train_losses[i], 1e-4 * std::abs(a.train_losses[i])) << k << " step " << i;
+    }
+    // A plain run of micro-batches alone differs: the accumulation is what matches.
+    app::DpRunConfig alone = split;
+    alone.accumulate = 1;
+    alone.group = one_rank();
+    EXPECT_GT(std::abs(app::run_dp_worker(alone, {}).train_losses.back() - a.train_losses.back()), 1e-3);
+  }
+  app::DpRunConfig bad = whole;
+  bad.accumulate = 0;
+  EXPECT_THROW(bad.validate(), InvalidInput);
+  bad.accumulate = app::kMaxAccumulate + 1;
+  EXPECT_THROW(bad.validate(), InvalidInput);
+}
 
 // The first step's loss is the model's loss on the first batch of the
 // stream, from the seeded initial weights; every step is reported.

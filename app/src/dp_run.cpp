@@ -89,6 +89,9 @@ void DpRunConfig::validate() const {
   }
   check_link_backend(link, group.backend);
   if (batch < 1 || epochs < 1 || steps < 0) throw InvalidInput("dp: --batch and --epochs must be >= 1, --steps >= 0");
+  if (accumulate < 1 || accumulate > kMaxAccumulate) {
+    throw InvalidInput(c10::str("dp: --accumulate: 1..", kMaxAccumulate, " micro-batches per step, got ", accumulate));
+  }
   if (!(lr > 0) || !std::isfinite(lr)) throw InvalidInput(c10::str("dp: --lr: a finite rate > 0, got ", lr));
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InvalidInput("dp: --weight-decay: finite and >= 0");
   if (egress.bits_per_second < 0 || egress.latency_seconds < 0) throw InvalidInput("dp: a negative link rate or latency");
@@ -118,9 +121,11 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     }
   }
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
-  // Step s takes the next world · batch examples of the epoch's shuffle, and
-  // rank r the r-th batch of them: every rank sees the same order.
-  const int64_t steps_per_epoch = data->steps_per_epoch(world, config.batch);
+  // Step s takes the next world · batch · accumulate examples of the
+  // epoch's shuffle, and rank r the r-th share of them: every rank sees the
+  // same order. The rank's share is its micro-batches, in turn.
+  const int64_t share = config.batch * config.accumulate;
+  const int64_t steps_per_epoch = data->steps_per_epoch(world, share);
   const int64_t total = config.steps > 0 ? config.steps : int64_t(config.epochs) * steps_per_epoch;
   const int64_t warmup = optim::warmup_steps(config.optimizer, config.warmup_steps, config.warmup_fraction, total);
 
@@ -141,7 +146,8 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   facts.insert(facts.begin(), {{"model", config.model},
                                {"level", config.level.spec},
                                {"data", c10::str(to_string(d.set), " ", data->epoch_size(), " examples")},
-                               {"batch", std::to_string(config.batch)},
+                               {"batch", config.accumulate == 1 ? std::to_string(config.batch)
+                                                                 : c10::str(config.batch, " x ", config.accumulate)},
                                {"steps", std::to_string(total)},
                                {"lr", c10::str(config.lr, " ", to_string(config.lr_schedule))},
                                {"weight decay", c10::str(config.weight_decay)},
@@ -197,9 +203,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     for (auto& group : opt->param_groups()) {
       group.options().set_lr(scheduled_lr(config.lr_schedule, config.lr, s, total));
     }
-    const Batch b = data->rank_batch(s, rank, world, config.batch);
+    const Batch b = data->rank_batch(s, rank, world, share);
     const bool compressing = opt->compressing();  // before the step that may freeze
-    const at::Tensor loss = train_step(*model, *converted.controller, *opt, b.inputs, b.labels);
+    const at::Tensor loss = train_step(*model, *converted.controller, *opt, b.inputs, b.labels, {}, config.accumulate);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // The first step of each stage pays for warm-up (allocations, the freeze).
     if (compressing && s > start && opt->exchange_stats().compressed_steps > 1) {
@@ -212,7 +218,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     r.train_losses.push_back(loss.item<double>());
     check_finite_loss(r.train_losses.back(), s + 1, rank, config.allow_non_finite);
     if (leader && callbacks.on_step) {
-      callbacks.on_step({s + 1, total, r.train_losses.back(), double(world * config.batch) / dt, false, compressing});
+      callbacks.on_step({s + 1, total, r.train_losses.back(), double(world * share) / dt, false, compressing});
     }
   }
   r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
@@ -264,7 +270,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   r.final_train_loss = n_loss > 0 ? mean_losses.narrow(0, n_loss - tail, tail).mean().item<double>() : 0;
   r.warmup_step_s = warmup_timed > 0 ? warmup_s / double(warmup_timed) : 0;
   r.compressed_step_s = compressed_timed > 0 ? compressed_s / double(compressed_timed) : 0;
-  r.samples_per_s = double((total - start) * world * config.batch) / r.run_s;
+  r.samples_per_s = double((total - start) * world * share) / r.run_s;
   return r;
 }
 
@@ -284,6 +290,8 @@ nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
                       {"exchange", optim::to_string(c.optimizer.exchange)},
                       {"workers", r.start.workers},
                       {"batch_per_worker", c.batch},
+                      {"accumulate", c.accumulate},
+                      {"global_batch", int64_t(r.start.workers) * c.batch * c.accumulate},
                       {"level", c.level.spec},
                       {"lr", c.lr},
                       {"lr_schedule", to_string(c.lr_schedule)},

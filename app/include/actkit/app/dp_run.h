@@ -21,6 +21,10 @@
 
 namespace actkit::app {
 
+// The most micro-batches a worker accumulates per step (a bound for the flag,
+// far above the 32K-64K global batches of 1-bit LAMB's paper at any batch).
+constexpr int64_t kMaxAccumulate = 4096;
+
 struct DpRunConfig {
   std::string model = "resnet18";
   LanguageModelShape shape;  // language models
@@ -29,7 +33,10 @@ struct DpRunConfig {
   optim::OptimizerChoice optimizer{optim::Algorithm::kAdam, optim::Exchange::kOneBit};
   int64_t warmup_steps = -1;        // 1-bit: steps before the freeze (-1: warmup_fraction of the run)
   double warmup_fraction = 0.167;   // the paper's BERT seqlen-128 run: 1000 of 5993 steps
-  int64_t batch = 64;               // examples per worker and step
+  int64_t batch = 64;               // examples per worker and micro-batch
+  // Micro-batches per worker and step (gradient accumulation): a step's
+  // global batch is workers · batch · accumulate examples, one exchange.
+  int64_t accumulate = 1;
   int64_t steps = 0;                // 0: `epochs` epochs
   int epochs = 1;
   double lr = 1e-3;                 // peak

@@ -30,8 +30,14 @@ struct StepHooks {
 // zero_grad(): at levels that keep gradients they are views into one
 // buffer, which zero_grad() cannot detach), the forward, batch_loss, the
 // backward (the output freed first), the optimizer's step and the
-// controller's. Returns the loss, a scalar tensor.
+// controller's. With micro_batches = k > 1 (gradient accumulation) the
+// batch (dim 0, a multiple of k) is cut into k equal slices, each slice's
+// forward and backward run in turn with its loss divided by k, so that the
+// gradients are the whole batch's mean, then the optimizer steps once; the
+// hooks run for every slice. Returns the (mean) loss, a scalar tensor.
+// Throws InvalidInput when k < 1 or does not divide the batch.
 at::Tensor train_step(ZooModel& model, Controller& controller, torch::optim::Optimizer& optimizer,
-                      const at::Tensor& inputs, const at::Tensor& labels, const StepHooks& hooks = {});
+                      const at::Tensor& inputs, const at::Tensor& labels, const StepHooks& hooks = {},
+                      int64_t micro_batches = 1);
 
 }  // namespace actkit::app
