@@ -250,12 +250,10 @@ void add_pipeline_command(CLI::App& app) {
                 "The tied embedding's gradient between the last and first stage: codec (the gradient codec), "
                 "feedback (the gradient codec with error feedback) or fp32")
       ->capture_default_str();
-  p->add_option("--tah-tile", f->boundary.tah_group, "tah: tile size, a power of two in 8..256")
-      ->capture_default_str();
+  p->add_option("--tah-tile", f->boundary.tah_group, "tah: tile size, a power of two in 8..256 (default 64)");
   p->add_option("--tah-high-share", f->boundary.tah_high_fraction,
-                "tah: share of tokens (highest entropy first) at --fw-bits, the rest at one bit less")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+                "tah: share of tokens (highest entropy first) at --fw-bits, the rest at one bit less (default 0.8)")
+      ->check(CLI::Range(0.0, 1.0));
   p->add_option("--warmup-epochs", r.aqsgd_warmup_epochs, "aqsgd: epochs sent in full precision")
       ->capture_default_str();
   p->add_option("--buffer-dir", c.buffers.dir,

@@ -115,16 +115,19 @@ large_batch() {
     for opt in lamb onebit-lamb adam onebit-adam; do
       lr=${LR_LAMB:-0.01}
       [[ $opt == *adam ]] && lr=${LR_ADAM:-0.003}
-      [[ -f $out/large-$opt-s$seed.json ]] && continue
-      run "large-$opt-s$seed" --workers 4 --optimizer "$opt" --data fortunes --batch 8 --accumulate "$acc" \
+      # The name holds every setting, so a rerun with others runs anew.
+      local name="large-a$acc-n$steps-lr$lr-$opt-s$seed"
+      [[ -f $out/$name.json ]] && continue
+      run "$name" --workers 4 --optimizer "$opt" --data fortunes --batch 8 --accumulate "$acc" \
         --steps "$steps" --lr "$lr" --warmup-fraction 0.167 --seed "$seed"
     done
   done
-  python3 - "$out" "${lb_seeds[@]}" <<'PY'
+  python3 - "$out" "$acc" "$steps" "${LR_LAMB:-0.01}" "${LR_ADAM:-0.003}" "${lb_seeds[@]}" <<'PY'
 import json, statistics, sys
-out, seeds = sys.argv[1], sys.argv[2:]
+out, acc, steps, lr_lamb, lr_adam, seeds = *sys.argv[1:6], sys.argv[6:]
 def load(o, s):
-    return json.load(open(f"{out}/large-{o}-s{s}.json"))
+    lr = lr_adam if o.endswith("adam") else lr_lamb
+    return json.load(open(f"{out}/large-a{acc}-n{steps}-lr{lr}-{o}-s{s}.json"))
 def spread(v):
     return f"{statistics.fmean(v):.4f} ± {statistics.stdev(v) if len(v) > 1 else 0:.4f}"
 first = load("lamb", seeds[0])

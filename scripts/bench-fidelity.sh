@@ -20,17 +20,18 @@
 #     tah, tiles of 32 (the paper's) and 64 (its code's), round-to-nearest;
 #     aqsgd (per channel), round-to-nearest and stochastic; the full grid,
 #     stochastic.
-# * gradients: aqsgd fw2, stochastic, with gradients at 8, 6, 4, 3 and 2
-#   bits, without and with error feedback (per micro-batch residual), and
-#   below 6 bits also per channel with error feedback.
+# * gradients: aqsgd fw2, stochastic, with gradients at 8 bits, and at 6,
+#   4, 3 and 2 bits without and with error feedback (per micro-batch
+#   residual), below 6 bits also per channel with error feedback.
 # * tied: aqsgd fw2 with 4-bit gradients, the tied embedding's gradient
 #   through that codec (as every boundary gradient), with error feedback,
 #   and uncompressed.
 #
 # Tables (mean ± sample standard deviation over the seeds) go to stdout and
-# OUT_DIR/fidelity.md; learning curves (training loss, mean over the seeds)
+# OUT_DIR/<section>.md; learning curves (training loss, mean over the seeds)
 # to OUT_DIR/<section>.svg. A run whose JSON exists is not run again, so an
-# interrupted sweep goes on where it stopped. Needs build/bin/actkit (or
+# interrupted sweep goes on where it stopped; OUT_DIR/settings records
+# STEPS and the model, and another STEPS in the same OUT_DIR is refused. Needs build/bin/actkit (or
 # ACTKIT=path: a copy keeps a long sweep off a binary being rebuilt) and
 # python3.
 set -euo pipefail
@@ -44,6 +45,12 @@ read -r -a fw_bits <<< "${FW_BITS:-2 3 4}"
 steps=${STEPS:-150}
 fortunes=${FORTUNES:-/usr/share/games/fortunes}
 model=(--layers 4 --hidden 128 --heads 4 --seq-len 128)
+settings="steps=$steps model=${model[*]} fortunes=$fortunes"
+if [[ -f $out/settings && $(cat "$out/settings") != "$settings" ]]; then
+  echo "$out holds runs of other settings ($(cat "$out/settings")); give another OUT_DIR" >&2
+  exit 2
+fi
+echo "$settings" > "$out/settings"
 
 corpora() {  # $out/pretrain.txt and $out/finetune.txt, once
   [[ -f $out/pretrain.txt && -f $out/finetune.txt ]] && return
@@ -102,7 +109,7 @@ sweep() {
   done
   local labels=()
   for entry in "${entries[@]}"; do labels+=("${entry%%:*}"); done
-  python3 scripts/fidelity_table.py "$out" "$table" "${seeds[*]}" "${labels[@]}" | tee -a "$out/fidelity.md"
+  python3 scripts/fidelity_table.py --runs ft "$out" "$table" "${seeds[*]}" "${labels[@]}" | tee "$out/$table.md"
 }
 
 if [[ $what == corpora ]]; then corpora; fi

@@ -1,10 +1,11 @@
 """The table and learning curves of one sweep of scripts/bench-fidelity.sh.
 
-    python3 scripts/fidelity_table.py OUT_DIR PREFIX "SEED ..." LABEL ...
+    python3 scripts/fidelity_table.py [--runs RUNS] OUT_DIR TABLE "SEED ..." LABEL ...
 
-Reads OUT_DIR/PREFIX-<label>-s<seed>.json (`actkit pipeline --json`), prints a
+Reads OUT_DIR/RUNS-<label>-s<seed>.json (`actkit pipeline --json`; RUNS
+defaults to TABLE, spaces in a label become underscores), prints a
 Markdown table (mean ± sample standard deviation over the seeds; the ratio to
-fp32 is taken within each seed, then averaged) and writes OUT_DIR/PREFIX.svg,
+fp32 is taken within each seed, then averaged) and writes OUT_DIR/TABLE.svg,
 the training loss of each label (mean over the seeds, smoothed over 10 steps).
 The first label is the reference (fp32).
 """
@@ -30,7 +31,8 @@ def smooth(values, width=10):
 
 def svg(path, title, curves):
     """Line plot of {label: [loss per step]}: one polyline each, a legend on the right."""
-    w, h, left, right, top, bottom = 900, 420, 60, 260, 30, 40
+    w, left, right, top, bottom = 900, 60, 260, 30, 40
+    h = max(420, top + 14 * len(curves) + bottom)  # room for every legend entry
     steps = max(len(c) for c in curves.values())
     lo = min(min(c) for c in curves.values())
     hi = max(max(c[min(len(c) - 1, 5):]) for c in curves.values())  # the first steps would squash the rest
@@ -61,9 +63,15 @@ def svg(path, title, curves):
 
 
 def main():
-    out, prefix, seeds, labels = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
-    runs = {label: [load(out, prefix, label, s) for s in seeds] for label in labels}
+    args = sys.argv[1:]
+    runs_prefix = None
+    if args[0] == "--runs":
+        runs_prefix, args = args[1], args[2:]
+    out, prefix, seeds, labels = args[0], args[1], args[2].split(), args[3:]
+    runs = {label: [load(out, runs_prefix or prefix, label, s) for s in seeds] for label in labels}
     ref = runs[labels[0]]
+    steps = {j["steps"] for js in runs.values() for j in js}
+    assert len(steps) == 1, f"runs of different lengths in one table: {sorted(steps)}"
     print(f"\n### {prefix}: {len(seeds)} seeds ({' '.join(seeds)}), {ref[0]['steps']} steps\n")
     print(f"| codec | validation loss | ÷ {labels[0]} | final train loss | compression (both directions) |")
     print("| --- | --- | --- | --- | --- |")

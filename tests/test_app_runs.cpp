@@ -125,6 +125,11 @@ TEST(DpRun, AccumulatedMicroBatchesTrainAsOneBatch) {
     alone.group = one_rank();
     EXPECT_GT(std::abs(app::run_dp_worker(alone, {}).train_losses.back() - a.train_losses.back()), 1e-3);
   }
+  // A global batch beyond the training set would repeat examples within a step.
+  app::DpRunConfig too_large = whole;
+  too_large.accumulate = 16;  // 8 x 16 of 64 examples
+  too_large.group = one_rank();
+  EXPECT_THROW(app::run_dp_worker(too_large, {}), InvalidInput);
   app::DpRunConfig bad = whole;
   bad.accumulate = 0;
   EXPECT_THROW(bad.validate(), InvalidInput);

@@ -287,8 +287,6 @@ TEST(DirectQ, FullGridSurvivesSerializationAndIsRefusedElsewhere) {
     EXPECT_TRUE(back.meta().full_grid);
     EXPECT_EQ(back.meta().per_channel, per_channel);
     EXPECT_TRUE(bitwise_equal(back.decode(), ct.decode()));
-    // The same codes read on the symmetric grid would decode elsewhere: the flag matters.
-    EXPECT_FALSE(bitwise_equal(encode_directq(x, dq(3, per_channel, true, 4)).decode(), ct.decode()));
   }
   CompressedMeta m;
   m.kind = CodecKind::kTah;
@@ -839,6 +837,20 @@ TEST(BoundarySerialize, RoundTripsBitExactly) {
     EXPECT_TRUE(bitwise_equal(back.decode(), ct.decode()));
     EXPECT_EQ(back.serialize(), bytes);
   }
+}
+
+// The full-grid flag is what tells the decoder the grid: the same bytes with
+// the flag cleared (and the checksum recomputed) decode to other values.
+TEST(BoundarySerialize, TheFullGridFlagChangesTheDecodeOfTheSameCodes) {
+  const CompressedTensor ct = encode_directq(at::randn({5, 64}), full_grid(3, true, true, 4));
+  std::vector<uint8_t> bytes = ct.serialize();
+  const size_t flags = body_offset(ct) - 16;
+  ASSERT_EQ(bytes[flags], 3) << "per-channel and full-grid flags";
+  EXPECT_TRUE(bitwise_equal(CompressedTensor::deserialize(resealed(bytes)).decode(), ct.decode()));
+  bytes[flags] = 1;
+  const at::Tensor symmetric = CompressedTensor::deserialize(resealed(bytes)).decode();
+  EXPECT_FALSE(bitwise_equal(symmetric, ct.decode()));
+  EXPECT_GT((symmetric - ct.decode()).abs().max().item<double>(), 0.1);
 }
 
 TEST(BoundarySerialize, HeaderFieldsThatContradictThePayloadAreFormatErrors) {

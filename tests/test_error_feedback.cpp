@@ -7,6 +7,7 @@
 #include "actkit/core/errors.h"
 #include "actkit/pipeline/boundary_codec.h"
 #include "actkit/pipeline/error_feedback.h"
+#include "actkit/pipeline/pipeline_config.h"
 
 using namespace actkit;
 using pipeline::BoundaryChoice;
@@ -85,10 +86,38 @@ TEST(BoundaryChoice, OptionsACodecDoesNotHaveAreRefused) {
   c = choice("tah", 4, 6);
   c.tah_high_fraction = 1.5;
   refused(c, "--tah-high-share");
+  c = choice("aqsgd", 2, 8);
+  c.tah_group = 64;  // the default, but given: still not an aqsgd option
+  refused(c, "--tah-tile");
+  c = choice("fp16", 0, 0);
+  c.stochastic = true;
+  refused(c, "rounds nothing");
   c = choice("directq", 9, 8);
   refused(c, "2..8");
   EXPECT_THROW(pipeline::parse_directq_grid("wide"), InvalidInput);
   EXPECT_THROW(pipeline::parse_tied_gradient("fp8"), InvalidInput);
+}
+
+TEST(ErrorFeedback, NeedsALossyGradientCodecAndTwoStages) {
+  pipeline::PipelineConfig c;
+  c.buffers.dir = "unused";
+  const pipeline::BoundaryCodecs codecs = pipeline::boundary_codecs(choice("directq", 4, 4));
+  c.forward_codec = codecs.forward;
+  c.backward_codec = codecs.backward;
+  c.backward_feedback = true;
+  EXPECT_NO_THROW(c.validate());
+  c.stages = 1;
+  EXPECT_THROW(c.validate(), InvalidInput);
+  c.stages = 2;
+  c.backward_feedback = false;
+  c.tied_gradient = pipeline::TiedGradient::kFp32;
+  EXPECT_NO_THROW(c.validate());
+  c.stages = 1;
+  EXPECT_THROW(c.validate(), InvalidInput);
+  c.stages = 2;
+  c.tied_gradient = pipeline::TiedGradient::kFeedback;
+  c.backward_codec = pipeline::parse_boundary_codec("fp32", 0);
+  EXPECT_THROW(c.validate(), InvalidInput);
 }
 
 TEST(ErrorFeedback, WhatWasSentSumsToWhatThereWasUpToOneResidual) {

@@ -125,6 +125,11 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   // epoch's shuffle, and rank r the r-th share of them: every rank sees the
   // same order. The rank's share is its micro-batches, in turn.
   const int64_t share = config.batch * config.accumulate;
+  if (data->train_size() > 0 && int64_t(world) * share > data->train_size()) {
+    throw InvalidInput(c10::str("dp: a step's global batch of ", int64_t(world) * share, " examples (", world,
+                                " workers x ", config.batch, " x ", config.accumulate,
+                                ") is larger than the ", data->train_size(), " training examples"));
+  }
   const int64_t steps_per_epoch = data->steps_per_epoch(world, share);
   const int64_t total = config.steps > 0 ? config.steps : int64_t(config.epochs) * steps_per_epoch;
   const int64_t warmup = optim::warmup_steps(config.optimizer, config.warmup_steps, config.warmup_fraction, total);

@@ -78,21 +78,22 @@ BoundaryCodecs boundary_codecs(const BoundaryChoice& choice) {
   if (choice.bw_per_channel && !compressed) {
     throw InvalidInput("--bw-scale channel: only DirectQ gradients (directq, tah, aqsgd) have scales");
   }
-  if (fw != BoundaryCodec::kTah && (choice.tah_group != 64 || choice.tah_high_fraction != 0.8)) {
-    throw InvalidInput("--tah-tile and --tah-high-share are for --codec tah");
+  if (choice.stochastic && !compressed) {
+    throw InvalidInput(c10::str("--stochastic: ", choice.codec, " rounds nothing (directq, tah and aqsgd do)"));
   }
-  const int g = choice.tah_group;
+  const bool tah_given = choice.tah_group != 0 || choice.tah_high_fraction >= 0;
+  if (fw != BoundaryCodec::kTah && tah_given) throw InvalidInput("--tah-tile and --tah-high-share are for --codec tah");
+  const int g = choice.tah_group == 0 ? c.forward.tah_group : choice.tah_group;
   if (g < 8 || g > 256 || (g & (g - 1)) != 0) {
     throw InvalidInput(c10::str("--tah-tile: a power of two in 8..256, got ", g));
   }
-  if (!(choice.tah_high_fraction >= 0 && choice.tah_high_fraction <= 1)) {
-    throw InvalidInput(c10::str("--tah-high-share: in [0, 1], got ", choice.tah_high_fraction));
-  }
+  const double share = choice.tah_high_fraction < 0 ? c.forward.tah_high_fraction : choice.tah_high_fraction;
+  if (!(share <= 1)) throw InvalidInput(c10::str("--tah-high-share: in [0, 1], got ", share));
   c.forward.stochastic = choice.stochastic && fw_directq;
   c.forward.grid = fw_directq ? choice.grid : DirectQGrid::kSymmetric;
   if (fw == BoundaryCodec::kDirectQ) c.forward.per_channel = choice.fw_per_channel;
   c.forward.tah_group = g;
-  c.forward.tah_high_fraction = choice.tah_high_fraction;
+  c.forward.tah_high_fraction = share;
   c.backward.stochastic = choice.stochastic && c.backward.kind == BoundaryCodec::kDirectQ;
   c.backward.per_channel = choice.bw_per_channel && c.backward.kind == BoundaryCodec::kDirectQ;
   return c;

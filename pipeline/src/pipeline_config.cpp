@@ -60,6 +60,9 @@ void PipelineConfig::validate() const {
   if (uses_error_feedback() && backward_codec.kind == BoundaryCodec::kFp32) {
     throw InvalidInput("error feedback (--bw-feedback, --tied-gradient feedback) needs a lossy gradient codec, not fp32");
   }
+  if (stages < 2 && (backward_feedback || tied_gradient != TiedGradient::kCodec)) {
+    throw InvalidInput("--bw-feedback and --tied-gradient are about what crosses between stages: give --stages 2 or more");
+  }
   if (forward_codec.kind == BoundaryCodec::kAqsgd) {
     if (buffers.dir.empty()) throw InvalidInput("aqsgd: no buffer directory (--buffer-dir)");
     if (buffers.memory_budget < -1) throw InvalidInput("aqsgd: the buffer memory budget must be >= 0, or -1 for none");

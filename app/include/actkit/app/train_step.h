@@ -32,9 +32,12 @@ struct StepHooks {
 // backward (the output freed first), the optimizer's step and the
 // controller's. With micro_batches = k > 1 (gradient accumulation) the
 // batch (dim 0, a multiple of k) is cut into k equal slices, each slice's
-// forward and backward run in turn with its loss divided by k, so that the
-// gradients are the whole batch's mean, then the optimizer steps once; the
-// hooks run for every slice. Returns the (mean) loss, a scalar tensor.
+// forward and backward run in turn with its loss divided by k, then the
+// optimizer steps once; the hooks run for every slice. The gradients are
+// then the mean of the slices' gradients: the whole batch's for models
+// whose examples do not interact (batch norm normalizes each slice by its
+// own statistics, and updates its running ones k times). Returns the
+// (mean) loss, a scalar tensor.
 // Throws InvalidInput when k < 1 or does not divide the batch.
 at::Tensor train_step(ZooModel& model, Controller& controller, torch::optim::Optimizer& optimizer,
                       const at::Tensor& inputs, const at::Tensor& labels, const StepHooks& hooks = {},

@@ -52,8 +52,8 @@ struct BoundaryChoice {
   DirectQGrid grid = DirectQGrid::kSymmetric;  // directq and aqsgd activations
   bool fw_per_channel = false;                 // directq activations (aqsgd: always per channel)
   bool bw_per_channel = false;                 // DirectQ gradients
-  int tah_group = 64;
-  double tah_high_fraction = 0.8;
+  int tah_group = 0;               // tah: the tile size; 0: not given (64)
+  double tah_high_fraction = -1;   // tah: the high-bit share; < 0: not given (0.8)
 };
 
 // Both directions of a boundary from the user's choice: compressed
@@ -62,8 +62,9 @@ struct BoundaryChoice {
 // sparse gradients stay sparse); fp32 and fp16 send gradients as they send
 // activations. tah rounds to nearest. The one place this rule lives.
 // Throws InvalidInput for bits out of range, a TAH tile that is not a power
-// of two in 8..256, a high-token share outside [0, 1], or a DirectQ option
-// given to a codec that has no DirectQ in that direction.
+// of two in 8..256, a high-token share outside [0, 1], a TAH option given to
+// another codec, a DirectQ option given to a codec that has no DirectQ in
+// that direction, or stochastic rounding with fp32 / fp16 (nothing rounds).
 struct BoundaryCodecs {
   BoundaryCodec forward, backward;
 };
