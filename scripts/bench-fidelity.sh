@@ -20,9 +20,9 @@
 #     tah, tiles of 32 (the paper's) and 64 (its code's), round-to-nearest;
 #     aqsgd (per channel), round-to-nearest and stochastic; the full grid,
 #     stochastic.
-# * gradients: aqsgd fw2, stochastic, with gradients at 8 bits, and at 6,
-#   4, 3 and 2 bits without and with error feedback (per micro-batch
-#   residual), below 6 bits also per channel with error feedback.
+# * gradients: aqsgd fw2, stochastic, with gradients at 8 bits, and at each
+#   of BW_BITS (default "4 3 2") without and with error feedback (per
+#   micro-batch residual); at 2 bits also per channel with error feedback.
 # * tied: aqsgd fw2 with 4-bit gradients, the tied embedding's gradient
 #   through that codec (as every boundary gradient), with error feedback,
 #   and uncompressed.
@@ -135,10 +135,10 @@ if [[ $what == gradients || $what == all ]]; then
   pretrain
   # aqsgd2 sr is aqsgd fw2 with DirectQ-8 gradients, stochastic: the finetune section's run.
   gr=("fp32:--codec fp32" "aqsgd2 sr:--codec aqsgd --fw-bits 2 --bw-bits 8 --stochastic")
-  for b in 6 4 3 2; do
+  for b in ${BW_BITS:-4 3 2}; do
     aq="--codec aqsgd --fw-bits 2 --bw-bits $b --stochastic"
     gr+=("aqsgd2 sr bw$b:$aq" "aqsgd2 sr bw$b ef:$aq --bw-feedback")
-    [[ $b == 6 ]] || gr+=("aqsgd2 sr bw$b channel ef:$aq --bw-feedback --bw-scale channel")
+    [[ $b == 2 ]] && gr+=("aqsgd2 sr bw$b channel ef:$aq --bw-feedback --bw-scale channel")
   done
   sweep gradients gr
 fi
