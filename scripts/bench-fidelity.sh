@@ -3,7 +3,7 @@
 # baseline as strong as the method, on text the model never saw.
 #
 #   [SEEDS="1 2 3"] [FW_BITS="2 3 4"] [STEPS=150] scripts/bench-fidelity.sh \
-#       [corpora|pretrain|finetune|gradients|tied|all] [OUT_DIR]
+#       [corpora|pretrain|finetune|gradients|tied|summary|all] [OUT_DIR]
 #
 # * corpora: two disjoint texts from Debian's fortunes, each shuffled by
 #   fortune with a fixed seed: the pretraining text (every file but the
@@ -26,6 +26,8 @@
 # * tied: aqsgd fw2 with 4-bit gradients, the tied embedding's gradient
 #   through that codec (as every boundary gradient), with error feedback,
 #   and uncompressed.
+#
+# * summary: the tables of docs/fidelity.md (scripts/fidelity_summary.py).
 #
 # Tables (mean ± sample standard deviation over the seeds) go to stdout and
 # OUT_DIR/<section>.md; learning curves (training loss, mean over the seeds)
@@ -150,4 +152,9 @@ if [[ $what == tied || $what == all ]]; then
   td=("fp32:--codec fp32" "aqsgd2 sr bw4:$aq" "aqsgd2 sr bw4 tied ef:$aq --tied-gradient feedback"
       "aqsgd2 sr bw4 tied fp32:$aq --tied-gradient fp32")
   sweep tied td
+fi
+
+if [[ $what == summary || $what == all ]]; then
+  # The tables of docs/fidelity.md, from whichever runs above exist.
+  python3 scripts/fidelity_summary.py "$out" "${seeds[*]}" "${fw_bits[*]}" | tee "$out/summary.md"
 fi
