@@ -4,7 +4,8 @@
 
 Validation loss ÷ fp32's (per seed, then mean ± sample standard deviation) for each codec
 at each forward bit width, and the gradient and tied-gradient frontiers, from
-OUT_DIR/ft-<label>-s<seed>.json. A cell whose runs are missing is left out.
+OUT_DIR/ft-<label>-s<seed>.json. A cell is over the seeds whose runs exist
+("[n = k]" when that is fewer than asked), and left out when none do.
 """
 import json
 import os
@@ -22,15 +23,18 @@ def main():
     base = {s: load("fp32", s) for s in seeds}
 
     def cell(label):
-        runs = {s: load(label, s) for s in seeds}
-        if any(r is None or base[s] is None for s, r in runs.items()):
+        # The seeds whose run and fp32 run both exist; fewer than asked are named.
+        runs = {s: r for s in seeds if (r := load(label, s)) is not None and base[s] is not None}
+        if not runs:
             return None
-        ratio = [runs[s]["val_loss"] / base[s]["val_loss"] for s in seeds]
+        have = list(runs)
+        ratio = [runs[s]["val_loss"] / base[s]["val_loss"] for s in have]
         sd = statistics.stdev(ratio) if len(ratio) > 1 else 0.0
-        r, f = runs[seeds[0]], base[seeds[0]]
+        r, f = runs[have[0]], base[have[0]]
         # Every byte, the tied embedding's gradient included, against fp32's run.
         whole = (f["boundary_bytes"] + f["tied_gradient_bytes"]) / (r["boundary_bytes"] + r["tied_gradient_bytes"])
-        return f"{100 * (statistics.fmean(ratio) - 1):+.2f} % ± {100 * sd:.2f}", r["compression_ratio"], whole
+        n = "" if len(have) == len(seeds) else f" [n = {len(have)}]"
+        return f"{100 * (statistics.fmean(ratio) - 1):+.2f} % ± {100 * sd:.2f}{n}", r["compression_ratio"], whole
 
     fp32 = [base[s]["val_loss"] for s in seeds if base[s]]
     if fp32:
