@@ -104,9 +104,9 @@ TEST(PayloadDigests, PerGroupIsPinned) {
   EXPECT_EQ(d.hex(), "99c25a25e01da673");
 }
 
-TEST(PayloadDigests, BoundaryCodecsArePinned) {
-  Digest d;
-  const at::Tensor x = activations(48, 256, 11);
+// Folds DirectQ's payload and decode of each input, at 2, 3, 4 and 8 bits,
+// per tensor and per channel, nearest and stochastic, on `grid`.
+void fold_directq(Digest& d, const std::vector<at::Tensor>& inputs, kernels::DirectQGrid grid) {
   for (int bits : {2, 3, 4, 8}) {
     for (bool per_channel : {false, true}) {
       for (bool stochastic : {false, true}) {
@@ -114,13 +114,22 @@ TEST(PayloadDigests, BoundaryCodecsArePinned) {
         o.bits = bits;
         o.per_channel = per_channel;
         o.stochastic = stochastic;
+        o.grid = grid;
         o.seed = 77;
-        const CompressedTensor c = encode_directq(x, o);
-        d.fold(c.serialize());
-        d.fold(c.decode());
+        for (const at::Tensor& input : inputs) {
+          const CompressedTensor c = encode_directq(input, o);
+          d.fold(c.serialize());
+          d.fold(c.decode());
+        }
       }
     }
   }
+}
+
+TEST(PayloadDigests, BoundaryCodecsArePinned) {
+  Digest d;
+  const at::Tensor x = activations(48, 256, 11);
+  fold_directq(d, {x}, kernels::DirectQGrid::kSymmetric);
   for (int g : {32, 64}) {
     for (bool hadamard : {false, true}) {
       TahOptions o;
@@ -139,23 +148,7 @@ TEST(PayloadDigests, BoundaryCodecsArePinned) {
 TEST(PayloadDigests, FullGridDirectQIsPinned) {
   Digest d;
   const at::Tensor x = activations(48, 256, 11);
-  for (int bits : {2, 3, 4, 8}) {
-    for (bool per_channel : {false, true}) {
-      for (bool stochastic : {false, true}) {
-        DirectQOptions o;
-        o.bits = bits;
-        o.per_channel = per_channel;
-        o.stochastic = stochastic;
-        o.grid = kernels::DirectQGrid::kFull;
-        o.seed = 77;
-        for (const at::Tensor& input : {x, x.to(at::kHalf)}) {
-          const CompressedTensor c = encode_directq(input, o);
-          d.fold(c.serialize());
-          d.fold(c.decode());
-        }
-      }
-    }
-  }
+  fold_directq(d, {x, x.to(at::kHalf)}, kernels::DirectQGrid::kFull);
   EXPECT_EQ(d.hex(), "0cb9a339736b8e1d");
 }
 
