@@ -144,8 +144,13 @@ int main(int argc, char** argv) {
     if (scenario == "fails-early") {
       // The last rank fails before the handshake (a refused checkpoint, say):
       // its communicator ends with the exception; the others must name it.
-      if (c.rank() == c.world_size() - 1) throw std::runtime_error("refused checkpoint");
-      return expect_comm_error([&] { c.handshake({{"model", "gpt2"}}); }, "rank 2 failed");
+      // The middle ranks come late, after rank 0 (the store's host) has
+      // seen the failure: rank 0 must wait for them before it leaves.
+      const int last = c.world_size() - 1;
+      if (c.rank() == last) throw std::runtime_error("refused checkpoint");
+      if (c.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      return expect_comm_error([&] { c.handshake({{"model", "gpt2"}}); },
+                               "rank " + std::to_string(last) + " failed");
     }
     if (scenario == "stopped") {
       // Rank 0 (the store's host) stops as under SIGSTOP: rank 1's

@@ -268,6 +268,17 @@ struct Communicator::Impl {
                       0);
     }
   }
+  // Whether a peer has said in the store that it failed. False when the
+  // store is gone: the caller's own error then stands.
+  bool any_peer_aborted() const {
+    try {
+      for (int peer = 0; peer < config.world_size; ++peer) {
+        if (peer != config.rank && store->check({abort_key(peer)})) return true;
+      }
+    } catch (const std::exception&) {
+    }
+    return false;
+  }
   std::string who(int r) const { return c10::str("rank ", global(r)); }
   std::string me() const {
     return members.empty() ? who(config.rank) : c10::str(who(config.rank), " (in group ", name, ")");
@@ -635,50 +646,64 @@ void Communicator::handshake(const std::vector<std::pair<std::string, std::strin
   // The first difference found, with the rank it names.
   std::string problem;
   int problem_rank = -1;
-  for (int r = 0; r < s.config.world_size && problem.empty(); ++r) {
-    if (r == s.config.rank) continue;
-    const std::vector<uint8_t> theirs = s.await_key(key(r), r, "handshake");
-    std::istringstream in(std::string(theirs.begin(), theirs.end()));
-    std::string name, value;
-    size_t i = 0;
-    while (problem.empty() && std::getline(in, name) && std::getline(in, value)) {
-      if (i >= facts.size() || facts[i].first != name) {
-        problem = c10::str(s.me(), ": handshake: ", s.who(r), " reports '", name, "' where this rank has '",
-                           i < facts.size() ? facts[i].first : "nothing", "' (a different program version?)");
-      } else if (facts[i].second != value) {
-        problem = c10::str(s.me(), ": handshake: ", name, " differs: ", s.who(r), " has '", value, "', ",
-                           s.who(s.config.rank), " has '", facts[i].second, "'");
+  // A peer that failed or never came (await_key's error), kept until this
+  // rank has said it is done, so that rank 0 can wait for the others.
+  std::exception_ptr failure;
+  bool peer_failed = false;
+  try {
+    for (int r = 0; r < s.config.world_size && problem.empty(); ++r) {
+      if (r == s.config.rank) continue;
+      const std::vector<uint8_t> theirs = s.await_key(key(r), r, "handshake");
+      std::istringstream in(std::string(theirs.begin(), theirs.end()));
+      std::string name, value;
+      size_t i = 0;
+      while (problem.empty() && std::getline(in, name) && std::getline(in, value)) {
+        if (i >= facts.size() || facts[i].first != name) {
+          problem = c10::str(s.me(), ": handshake: ", s.who(r), " reports '", name, "' where this rank has '",
+                             i < facts.size() ? facts[i].first : "nothing", "' (a different program version?)");
+        } else if (facts[i].second != value) {
+          problem = c10::str(s.me(), ": handshake: ", name, " differs: ", s.who(r), " has '", value, "', ",
+                             s.who(s.config.rank), " has '", facts[i].second, "'");
+        }
+        ++i;
       }
-      ++i;
+      if (problem.empty() && i != facts.size()) {
+        problem = c10::str(s.me(), ": handshake: ", s.who(r), " reports ", i, " settings, this rank ", facts.size(),
+                           " (a different program version?)");
+      }
+      if (!problem.empty()) problem_rank = r;
     }
-    if (problem.empty() && i != facts.size()) {
-      problem = c10::str(s.me(), ": handshake: ", s.who(r), " reports ", i, " settings, this rank ", facts.size(),
-                         " (a different program version?)");
-    }
-    if (!problem.empty()) problem_rank = r;
+  } catch (const CommError&) {
+    failure = std::current_exception();
+    peer_failed = s.any_peer_aborted();
   }
   // Every rank says when it has compared. Rank 0 holds the store: leaving on
-  // a difference before the others have read every rank's facts would leave
-  // them "store unreachable" (or "rank 0 failed") instead of naming the
-  // difference themselves, so it waits for them, briefly and at most once.
+  // a difference, or on a peer that failed, before the others have seen it
+  // would leave them "store unreachable" (or "rank 0 failed") instead of
+  // naming the cause themselves, so it waits for them, briefly and at most
+  // once. A peer that never came is not waited for: every rank has already
+  // spent the timeout on it.
   const auto done_key = [round](int r) { return c10::str("handshake/", round, "/done/", r); };
   try {
     s.store->set(done_key(s.config.rank), std::vector<uint8_t>{1});
   } catch (const std::exception&) {
     // Only rank 0's waiting reads it; a store that is gone ends the run anyway.
   }
-  if (problem.empty()) return;
-  if (s.config.rank == 0) {
+  if (problem.empty() && !failure) return;
+  if (s.config.rank == 0 && (failure == nullptr || peer_failed)) {
     const Clock::time_point deadline =
         Clock::now() + std::min<Clock::duration>(s.config.timeout, std::chrono::seconds(10));
     try {
       for (int r = 1; r < s.config.world_size; ++r) {
-        while (!s.store->check({done_key(r)}) && Clock::now() < deadline) std::this_thread::sleep_for(kStorePoll);
+        while (!s.store->check({done_key(r)}) && !s.store->check({abort_key(r)}) && Clock::now() < deadline) {
+          std::this_thread::sleep_for(kStorePoll);
+        }
       }
     } catch (const std::exception&) {
-      // The difference is the error to report.
+      // The difference (or the failed peer) is the error to report.
     }
   }
+  if (failure) std::rethrow_exception(failure);
   throw CommError(problem, s.global(problem_rank));
 }
 
