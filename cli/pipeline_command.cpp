@@ -234,8 +234,8 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--codec", f->boundary.codec, "Boundary codec: fp32, fp16, directq, tah or aqsgd")
       ->capture_default_str();
   p->add_flag("--stochastic", f->boundary.stochastic,
-              "Stochastic rounding (unbiased) instead of round-to-nearest for what DirectQ codes: directq and aqsgd "
-              "activations, the gradients of directq, tah and aqsgd");
+              "Stochastic rounding (unbiased) instead of round-to-nearest, both directions: directq, tah and aqsgd "
+              "activations and their DirectQ gradients");
   p->add_option("--grid", f->grid,
                 "directq, aqsgd activations: symmetric (2^b - 1 levels, zero exact) or full (all 2^b levels)")
       ->capture_default_str();

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 what="${1:-all}"
 out="${2:-build/bench-dp}"
 mkdir -p "$out"
-actkit=build/bin/actkit
+actkit=${ACTKIT:-build/bin/actkit}  # a copy keeps a long sweep off a binary being rebuilt
 # A GPT-2-shaped model small enough that 4 workers share 2 cores: 2 blocks of
 # 128, byte vocabulary, 64 tokens; 0.43 M parameters, 1.7 MB of fp32 gradients.
 model=(--model gpt2 --layers 2 --hidden 128 --heads 4 --seq-len 64)

@@ -17,7 +17,8 @@
 #   seed. Codecs, at each of FW_BITS (gradients DirectQ-8, as the papers):
 #     directq, one scale per tensor and per channel, round-to-nearest and
 #     stochastic; per channel on the full 2^b grid, stochastic;
-#     tah, tiles of 32 (the paper's) and 64 (its code's), round-to-nearest;
+#     tah, tiles of 32 (the paper's) and 64 (its code's), round-to-nearest,
+#     and tiles of 32 stochastic;
 #     aqsgd (per channel), round-to-nearest and stochastic; the full grid,
 #     stochastic.
 # * gradients: aqsgd fw2, stochastic, with gradients at 8 bits, and at each
@@ -127,6 +128,7 @@ if [[ $what == finetune || $what == all ]]; then
          "directq$b channel:$dq --scale channel" "directq$b channel sr:$dq --scale channel --stochastic"
          "directq$b channel sr full:$dq --scale channel --stochastic --grid full"
          "tah$b g32:--codec tah --fw-bits $b --bw-bits 8 --tah-tile 32"
+         "tah$b g32 sr:--codec tah --fw-bits $b --bw-bits 8 --tah-tile 32 --stochastic"
          "tah$b g64:--codec tah --fw-bits $b --bw-bits 8 --tah-tile 64"
          "aqsgd$b:$aq" "aqsgd$b sr:$aq --stochastic" "aqsgd$b sr full:$aq --stochastic --grid full")
   done

@@ -8,12 +8,13 @@
 # against memory.
 #
 #   [RATES="unlimited R1 R2 ..."] scripts/bench-pipeline.sh [throughput|schedules|memory|convergence|
-#                              aqsgd-throughput|gpipe-throughput|gpipe-target|aqsgd-convergence|
-#                              aqsgd-store|pretrain|all] [OUT_DIR]
+#                              aqsgd-throughput|gpipe-throughput|gpipe-target|gradient-target|
+#                              aqsgd-convergence|aqsgd-store|pretrain|all] [OUT_DIR]
 #
 # `pretrain` only makes OUT_DIR/pretrained.pt (scripts/bench-dp.sh uses it).
 # `gpipe-target` measures at one rate, RATE8 (default 4.5Mbps): where fp32
-# runs about 8x slower than unthrottled on the machine at hand.
+# runs about 8x slower than unthrottled on the machine at hand;
+# `gradient-target` the same for 1F1B at RATE8_1F1B (default 5Mbps).
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-pipeline); the tables go to stdout.
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 what="${1:-all}"
 out="${2:-build/bench-pipeline}"
 mkdir -p "$out"
-actkit=build/bin/actkit
+actkit=${ACTKIT:-build/bin/actkit}  # a copy keeps a long sweep off a binary being rebuilt
 # One model for every run: GPT-2 shape, 4 blocks of 128, byte vocabulary.
 model=(--layers 4 --hidden 128 --heads 4 --seq-len 128)
 
@@ -229,50 +230,82 @@ if [[ $what == gpipe-throughput || $what == all ]]; then
   schedule=1f1b micro_batches=4 micro_batch_size=4 rates=("${saved_rates[@]}")
 fi
 
-if [[ $what == gpipe-target || $what == all ]]; then
-  # The targets' point measured with care: GPipe as in gpipe-throughput,
-  # unthrottled and at the rate where fp32 is about 8x slower (RATE8,
-  # default 4.5Mbps on the build machine of 2026-11-26), 16 steps, three
-  # rounds with every run of a round interleaved, so that a slow spell of
-  # the machine falls on every codec alike. Ratios are taken within a round
-  # and the table gives their medians.
-  target_codecs=("fp32:--codec fp32" "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6"
-                 "aqsgd fw2/bw6:--codec aqsgd --fw-bits 2 --bw-bits 6"
-                 "aqsgd fw3/bw6:--codec aqsgd --fw-bits 3 --bw-bits 6")
-  rate8=${RATE8:-4.5Mbps}
+# The target's point measured with care: each codec of the array named $2
+# unthrottled and at $3, 16 steps, three rounds with every run of a round
+# interleaved, so that a slow spell of the machine falls on every codec
+# alike; runs named $1-<codec>-<rate>-r<round>, the rest of the arguments
+# go to every run. Then the table: ratios are taken within a round and the
+# table gives their medians. The ceiling column is fp32's slowdown times the
+# codec's own unthrottled speed over fp32's: what the codec would reach if
+# every transfer were hidden behind computation.
+target_point() {
+  local prefix=$1 rate8=$3 round rate entry name
+  local -n target_entries=$2
+  shift 3
   for round in 1 2 3; do
     for rate in unlimited "$rate8"; do
-      for entry in "${target_codecs[@]}"; do
-        name="gtg-${entry%%:*}-$rate-r$round"
+      for entry in "${target_entries[@]}"; do
+        name="$prefix-${entry%%:*}-$rate-r$round"
         name=${name//[ \/]/_}
         # shellcheck disable=SC2086
-        run "$name" --stages 2 --micro-batches 16 --micro-batch-size 1 --schedule gpipe --data synthetic \
-          --train-limit 16 --warmup-epochs 0 --steps 16 --validation-batches 1 --bandwidth "$rate" ${entry#*:}
+        run "$name" --stages 2 --micro-batches 16 --micro-batch-size 1 --data synthetic \
+          --train-limit 16 --warmup-epochs 0 --steps 16 --validation-batches 1 --bandwidth "$rate" "$@" ${entry#*:}
       done
     done
   done
-  labels=()
-  for entry in "${target_codecs[@]}"; do labels+=("${entry%%:*}"); done
-  python3 - "$out" "$rate8" "${labels[@]}" <<'PY'
+  local labels=()
+  for entry in "${target_entries[@]}"; do labels+=("${entry%%:*}"); done
+  python3 - "$out" "$prefix" "$rate8" "${labels[@]}" <<'PY'
 import json, statistics, sys
-out, rate, codecs = sys.argv[1], sys.argv[2], sys.argv[3:]
+out, prefix, rate, codecs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def tps(c, r, k):
-    name = f"gtg-{c}-{r}-r{k}".replace(" ", "_").replace("/", "_")
+    name = f"{prefix}-{c}-{r}-r{k}".replace(" ", "_").replace("/", "_")
     return json.load(open(f"{out}/{name}.json"))["tokens_per_s"]
 rounds = [1, 2, 3]
 def cell(values, unit=""):
     return f"{statistics.median(values):.2f}{unit} (" + " / ".join(f"{v:.2f}" for v in values) + ")"
 slow = [tps("fp32", "unlimited", k) / tps("fp32", rate, k) for k in rounds]
 print(f"fp32 slowdown at {rate}: " + cell(slow, "×"))
-print(f"\n| codec | unthrottled tokens/s | {rate} tokens/s | ÷ fp32 at {rate} | ÷ its unthrottled |")
-print("| --- | --- | --- | --- | --- |")
+print(f"\n| codec | unthrottled tokens/s | {rate} tokens/s | ÷ fp32 at {rate} | ÷ its unthrottled | ceiling |")
+print("| --- | --- | --- | --- | --- | --- |")
 for c in codecs:
     u = [tps(c, "unlimited", k) for k in rounds]
     t = [tps(c, rate, k) for k in rounds]
     vs32 = [t[i] / tps("fp32", rate, k) for i, k in enumerate(rounds)]
     own = [t[i] / u[i] for i in range(len(rounds))]
-    print(f"| {c} | {statistics.median(u):.0f} | {statistics.median(t):.0f} | {cell(vs32, '×')} | {cell(own, '×')} |")
+    ceiling = [slow[i] * u[i] / tps("fp32", "unlimited", k) for i, k in enumerate(rounds)]
+    print(f"| {c} | {statistics.median(u):.0f} | {statistics.median(t):.0f} | {cell(vs32, '×')} | {cell(own, '×')} | "
+          f"{statistics.median(ceiling):.2f}× |")
 PY
+}
+
+if [[ $what == gpipe-target || $what == all ]]; then
+  # GPipe as in gpipe-throughput, at the rate where fp32 is about 8x slower
+  # than unthrottled (RATE8, default 4.5Mbps on the build machine of
+  # 2026-11-26).
+  target_codecs=("fp32:--codec fp32" "tah fw3-4/bw6:--codec tah --fw-bits 4 --bw-bits 6"
+                 "aqsgd fw2/bw6:--codec aqsgd --fw-bits 2 --bw-bits 6"
+                 "aqsgd fw3/bw6:--codec aqsgd --fw-bits 3 --bw-bits 6")
+  target_point gtg target_codecs "${RATE8:-4.5Mbps}" --schedule gpipe
+fi
+
+if [[ $what == gradient-target || $what == all ]]; then
+  # Gradients below 6 bits where fp32 is about 8x slower (RATE8_1F1B,
+  # default 5Mbps on the build machine of 2026-11-28): 1F1B, 16 micro-batches
+  # of one sequence, stochastic rounding in both directions (docs/fidelity.md
+  # measures their losses). The compressed runs let stage 0 run all 16
+  # forwards ahead (--in-flight 16: its activation memory is then GPipe's,
+  # the last stage's stays 1F1B's), which hides the two link crossings of
+  # each micro-batch's round trip; 2-bit gradients are measured at 4 in
+  # flight too. fp32 runs at the default (2) and at 16: more in flight only
+  # queues more on its saturated link.
+  gradient_codecs=("fp32:--codec fp32" "fp32 if16:--codec fp32 --in-flight 16")
+  for b in 8 6 4 3 2; do
+    gradient_codecs+=("aqsgd fw2/bw$b:--codec aqsgd --fw-bits 2 --bw-bits $b --stochastic --in-flight 16")
+  done
+  gradient_codecs+=("aqsgd fw2/bw2 if4:--codec aqsgd --fw-bits 2 --bw-bits 2 --stochastic --in-flight 4"
+                    "tah fw3-4/bw2:--codec tah --fw-bits 4 --bw-bits 2 --stochastic --in-flight 16")
+  target_point grt gradient_codecs "${RATE8_1F1B:-5Mbps}" --schedule 1f1b
 fi
 
 if [[ $what == aqsgd-convergence || $what == all ]]; then

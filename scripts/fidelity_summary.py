@@ -46,6 +46,7 @@ def main():
             ("DirectQ, per channel, stochastic", "directq{b} channel sr", True),
             ("DirectQ, per channel, full grid, stochastic", "directq{b} channel sr full", True),
             ("TAH-Quant, tile 32 (b / b−1 bits)", "tah{b} g32", True),
+            ("TAH-Quant, tile 32, stochastic", "tah{b} g32 sr", True),
             ("TAH-Quant, tile 64 (b / b−1 bits)", "tah{b} g64", True),
             ("AQ-SGD (per channel), nearest", "aqsgd{b}", True), ("AQ-SGD, stochastic", "aqsgd{b} sr", True),
             ("AQ-SGD, full grid, stochastic", "aqsgd{b} sr full", True)]

@@ -197,6 +197,7 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
 
 TEST(CpuIsa, TahPathsWriteTheSameBytes) {
   for (int G : {8, 32, 64, 256}) {
+   for (bool stochastic : {false, true}) {
     const int64_t T = 70, C = 512;
     std::vector<float> x = values(T * C, 4);
     for (int64_t t = 0; t < T; t += 3) x[size_t(t * C + (t * 7) % C)] = 300.0f;  // outlier tiles
@@ -213,6 +214,8 @@ TEST(CpuIsa, TahPathsWriteTheSameBytes) {
       a.layout.high_bits = 4;
       a.layout.low_bits = 3;
       a.layout.high_tokens = 20;
+      a.stochastic = stochastic;
+      a.key = k::make_rng_key(31);
       std::vector<uint8_t> payload(static_cast<size_t>(a.layout.total_bytes()), 0);
       a.payload = payload.data();
       std::vector<float> entropy(static_cast<size_t>(T));
@@ -242,10 +245,11 @@ TEST(CpuIsa, TahPathsWriteTheSameBytes) {
         want_entropy = entropy;
         continue;
       }
-      EXPECT_EQ(payload, want) << k::cpu_isa_name(isa) << " G " << G;
+      EXPECT_EQ(payload, want) << k::cpu_isa_name(isa) << " G " << G << " stochastic " << stochastic;
       EXPECT_EQ(std::memcmp(decoded.data(), want_decoded.data(), decoded.size() * 4), 0) << k::cpu_isa_name(isa);
       EXPECT_EQ(std::memcmp(entropy.data(), want_entropy.data(), entropy.size() * 4), 0) << k::cpu_isa_name(isa);
     }
+   }
   }
 }
 

@@ -143,11 +143,14 @@ TEST(CudaEquality, TahPayloadAndDecodeAreBitIdentical) {
     int low;
     double fraction;
     bool hadamard;
+    bool stochastic = false;
   };
   const std::vector<Case> cases = {
       {{8, 512, 768}, at::kFloat, 64, 4, 3, 0.8, true},  {{8, 512, 768}, at::kFloat, 32, 3, 2, 0.5, false},
       {{4, 100, 256}, at::kHalf, 256, 8, 7, 0.8, true},  {{2, 9, 96}, at::kBFloat16, 8, 2, 1, 0.3, true},
       {{1000, 128}, at::kFloat, 16, 4, 4, 1.0, true},    {{128}, at::kFloat, 128, 4, 3, 0.0, true},
+      {{8, 512, 768}, at::kFloat, 32, 4, 3, 0.8, true, true},
+      {{4, 100, 256}, at::kHalf, 256, 2, 1, 0.5, true, true},
   };
   for (const Case& c : cases) {
     at::Tensor x = at::randn(c.shape);
@@ -159,9 +162,11 @@ TEST(CudaEquality, TahPayloadAndDecodeAreBitIdentical) {
     o.low_bits = c.low;
     o.high_fraction = c.fraction;
     o.hadamard = c.hadamard;
+    o.stochastic = c.stochastic;
+    o.seed = 41;
     const CompressedTensor cpu = encode_tah(x, o);
     const CompressedTensor gpu = encode_tah(x.cuda(), o);
-    EXPECT_EQ(payload_bytes(cpu), payload_bytes(gpu)) << c.shape << " G " << c.group;
+    EXPECT_EQ(payload_bytes(cpu), payload_bytes(gpu)) << c.shape << " G " << c.group << " stochastic " << c.stochastic;
     EXPECT_TRUE(bitwise_equal(cpu.decode(), gpu.decode()));
     EXPECT_TRUE(bitwise_equal(cpu.to(at::kCUDA).decode(), cpu.decode()));
   }

@@ -45,10 +45,10 @@ TEST(BoundaryChoice, OptionsReachTheDirectionsTheyNameAndNoOther) {
   c = choice("tah", 4, 6);
   c.tah_group = 32;
   c.tah_high_fraction = 0.5;
-  c.stochastic = true;  // the gradients only: TAH rounds to nearest
+  c.stochastic = true;  // both directions: TAH's tiles and the DirectQ gradients
   codecs = pipeline::boundary_codecs(c);
-  EXPECT_EQ(codecs.forward.describe(), "tah4/3-g32-p0.5");
-  EXPECT_FALSE(codecs.forward.stochastic);
+  EXPECT_EQ(codecs.forward.describe(), "tah4/3-sr-g32-p0.5");
+  EXPECT_TRUE(codecs.forward.stochastic);
   EXPECT_TRUE(codecs.backward.stochastic);
 
   // Defaults describe themselves as before the options existed (checkpoints compare these texts).

@@ -152,6 +152,23 @@ TEST(PayloadDigests, FullGridDirectQIsPinned) {
   EXPECT_EQ(d.hex(), "0cb9a339736b8e1d");
 }
 
+TEST(PayloadDigests, StochasticTahIsPinned) {
+  Digest d;
+  const at::Tensor x = activations(48, 256, 11);
+  for (int g : {32, 64}) {
+    TahOptions o;
+    o.group_size = g;
+    o.stochastic = true;
+    o.seed = 77;
+    for (const at::Tensor& input : {x, x.to(at::kBFloat16)}) {
+      const CompressedTensor c = encode_tah(input, o);
+      d.fold(c.serialize());
+      d.fold(c.decode());
+    }
+  }
+  EXPECT_EQ(d.hex(), "ecadeaf6fcff1928");
+}
+
 TEST(PayloadDigests, BitfieldCodecsArePinned) {
   Digest d;
   const at::Tensor x = activations(16, 200, 3);

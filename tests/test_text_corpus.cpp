@@ -108,9 +108,6 @@ TEST(TextCorpus, ReadsTheFortunesPackage) {
   EXPECT_LT(x.max().item<int64_t>(), 256);
 }
 
-}  // namespace
-}  // namespace actkit
-
 // With a model's tokenizer the windows are its ids, in the order the text
 // gives them, and labels are the next id.
 TEST(TextCorpus, TokenizesWithAModelsTokenizer) {
@@ -126,3 +123,6 @@ TEST(TextCorpus, TokenizesWithAModelsTokenizer) {
     EXPECT_EQ(y[0][i].item<int64_t>(), ids[size_t(17 + i)]);
   }
 }
+
+}  // namespace
+}  // namespace actkit

@@ -99,6 +99,8 @@ CompressedTensor encode_tah(const at::Tensor& x, const TahOptions& options) {
   args.layout = detail::tah_layout(m);
   args.tau = float(options.tau);
   args.hadamard = options.hadamard;
+  args.stochastic = options.stochastic;
+  args.key = kernels::make_rng_key(options.seed);
   args.payload = payload.data_ptr<uint8_t>();
   const kernels::EncodeStatus status =
       x.is_cuda() ? detail::cuda::tah_encode(x.device(), args) : kernels::tah_encode_cpu(args);

@@ -223,7 +223,12 @@ __global__ void __launch_bounds__(kThreads) encode_tiles_kernel(TahEncodeArgs a,
       uint64_t packed = 0;
 #pragma unroll
       for (int k = 0; k < kCodesPerLane; ++k) {
-        packed |= uint64_t(tah_code(y[k0 + k], p.zero, p.inv_scale, top)) << (k * bits);
+        const float v = y[k0 + k];
+        const uint8_t q =
+            a.stochastic ? tah_code_stochastic(v, p.zero, p.inv_scale, top,
+                                               counter_uniform(a.key, uint64_t(t * L.channels + j * g + k0 + k)))
+                         : tah_code(v, p.zero, p.inv_scale, top);
+        packed |= uint64_t(q) << (k * bits);
       }
       uint8_t* out = codes + k0 * bits / 8;
       for (int b = 0; b < bits; ++b) out[b] = uint8_t(packed >> (8 * b));

@@ -28,7 +28,8 @@ std::string BoundaryCodec::describe() const {
     case kDirectQ:
       return c10::str("directq", bits, stochastic ? "-sr" : "", per_channel ? "-channel" : "",
                       grid == DirectQGrid::kFull ? "-full" : "");
-    case kTah: return c10::str("tah", bits, "/", bits - 1, "-g", tah_group, "-p", tah_high_fraction);
+    case kTah:
+      return c10::str("tah", bits, "/", bits - 1, stochastic ? "-sr" : "", "-g", tah_group, "-p", tah_high_fraction);
     case kAqsgd: return c10::str("aqsgd", bits, stochastic ? "-sr" : "", grid == DirectQGrid::kFull ? "-full" : "");
   }
   return "?";
@@ -89,7 +90,7 @@ BoundaryCodecs boundary_codecs(const BoundaryChoice& choice) {
   }
   const double share = choice.tah_high_fraction < 0 ? c.forward.tah_high_fraction : choice.tah_high_fraction;
   if (!(share <= 1)) throw InvalidInput(c10::str("--tah-high-share: in [0, 1], got ", share));
-  c.forward.stochastic = choice.stochastic && fw_directq;
+  c.forward.stochastic = choice.stochastic;
   c.forward.grid = fw_directq ? choice.grid : DirectQGrid::kSymmetric;
   if (fw == BoundaryCodec::kDirectQ) c.forward.per_channel = choice.fw_per_channel;
   c.forward.tah_group = g;
@@ -119,6 +120,8 @@ std::vector<uint8_t> encode_boundary(const at::Tensor& x, const BoundaryCodec& c
       o.high_bits = codec.bits;
       o.low_bits = codec.bits - 1;
       o.high_fraction = codec.tah_high_fraction;
+      o.stochastic = codec.stochastic;
+      o.seed = seed;
       return encode_tah(x, o).serialize();
     }
   }

@@ -151,7 +151,8 @@ ACTKIT_CPU_INLINE int transform_outlier(const float* a, float tau, float prefilt
   return d;
 }
 
-// Codes of G values under a tile's quantizer, one per byte.
+// Codes of G values under a tile's quantizer, one per byte, rounded to
+// nearest.
 template <int G>
 ACTKIT_CPU_INLINE void tile_codes(const float* y, const TahTileParams& p, int bits, uint8_t* q) {
   const float top = float((1u << bits) - 1u);
@@ -159,6 +160,26 @@ ACTKIT_CPU_INLINE void tile_codes(const float* y, const TahTileParams& p, int bi
   const float inv = p.inv_scale;
 #pragma omp simd
   for (int k = 0; k < G; ++k) q[k] = tah_code(y[k], zero, inv, top);
+}
+
+// The same, rounded stochastically; the tile's first value is element
+// `start` of the stream (token t's channel j * G is element t * C + j * G).
+template <int G>
+ACTKIT_CPU_INLINE void tile_codes_stochastic(const float* y, const TahTileParams& p, int bits, RngKey key,
+                                             uint64_t start, uint8_t* q) {
+  const float top = float((1u << bits) - 1u);
+  const float zero = p.zero;
+  const float inv = p.inv_scale;
+  const uint32_t lo0 = uint32_t(start);
+  // A tile is at most 256 elements, so its low words wrap at most once.
+  const uint32_t mix0 = counter_high_mix(key, uint32_t(start >> 32));
+  const uint32_t mix1 = counter_high_mix(key, uint32_t(start >> 32) + 1u);
+#pragma omp simd
+  for (int k = 0; k < G; ++k) {
+    const uint32_t lo = lo0 + uint32_t(k);
+    const uint32_t h = counter_hash_mixed(key.k0, lo, lo < lo0 ? mix1 : mix0);
+    q[k] = tah_code_stochastic(y[k], zero, inv, top, counter_bits_to_uniform(h));
+  }
 }
 
 // Encodes token t (values x) at `bits`, each step over all of the token's
@@ -188,7 +209,11 @@ ACTKIT_CPU_INLINE bool encode_token(const float* x, int64_t t, int bits, const T
     if (!tah_tile_params(s.mn[j], s.mx[j], bits, &p)) return false;
     const bool transformed = s.pivot[j] >= 0;
     const float* y = transformed ? s.transformed + j * G : x + j * G;  // the values as coded
-    tile_codes<G>(y, p, bits, s.q + j * G);
+    if (a.stochastic) {
+      tile_codes_stochastic<G>(y, p, bits, a.key, uint64_t(t * L.channels + j * G), s.q + j * G);
+    } else {
+      tile_codes<G>(y, p, bits, s.q + j * G);
+    }
     params[2 * j] = p.zero_bits;
     params[2 * j + 1] = p.scale_bits;
     if (transformed) {

@@ -52,6 +52,8 @@ struct TahOptions {
   double high_fraction = 0.8;   // share of tokens coded at high_bits, in [0, 1]
   double tau = 2.0;             // outlier threshold on max / second-largest magnitude in a tile, >= 0
   bool hadamard = true;         // false: plain tile-wise quantization (no tile is transformed)
+  bool stochastic = false;      // unbiased stochastic rounding instead of round-to-nearest
+  uint64_t seed = 0;            // the stochastic rounding stream
 };
 
 // Quantizes an activation `x` (fp32, fp16 or bf16; rank >= 1; any strides;
@@ -62,7 +64,8 @@ struct TahOptions {
 //   round(high_fraction * T) tokens of highest entropy (ties: lower token
 //   index first) are coded at high_bits, the rest at low_bits.
 // * Tiles: each run of group_size channels of a token has its own fp16 zero
-//   and scale (asymmetric, round-to-nearest).
+//   and scale (asymmetric); codes round to nearest, or stochastically
+//   (unbiased; value i's draw a function of (seed, i) only).
 // * Outliers: a tile whose largest magnitude exceeds tau times the second
 //   largest (+ 1e-12) has that element swapped to position 0 and the tile
 //   replaced by its normalized Hadamard transform before quantization;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include "actkit/kernels/common.h"
+#include "actkit/kernels/counter_rng.h"
 
 namespace actkit::kernels {
 
@@ -64,6 +65,11 @@ struct TahEncodeArgs {
   TahLayout layout;
   float tau = 2.0f;       // a tile is an outlier tile when max / (second + rho) > tau
   bool hadamard = true;   // false: no tile is transformed (plain tile-wise quantization)
+  // Stochastic rounding instead of round-to-nearest: the value at (token t,
+  // channel k) as coded (after any transform) draws counter_uniform(key,
+  // t * C + k), the same on every device and work split.
+  bool stochastic = false;
+  RngKey key;
   uint8_t* payload = nullptr;  // layout.total_bytes(), zero-filled by the caller
 };
 

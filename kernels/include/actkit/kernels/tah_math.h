@@ -228,6 +228,19 @@ ACTKIT_HD uint8_t tah_code(float y, float zero, float inv_scale, float top) {
   return uint8_t(int32_t(sub_rn(add_rn(v, kMagic), kMagic)));
 }
 
+// Stochastic code of y: floor(v + u) for u uniform in [0, 1), v the clamped
+// position on the grid, computed as "round up when u is below the fraction"
+// (v + u itself is never rounded). E[code] = v, so E[decode] = y for every y
+// inside the tile's range: the Hadamard transform is linear, so a
+// transformed tile decodes unbiased too.
+ACTKIT_HD uint8_t tah_code_stochastic(float y, float zero, float inv_scale, float top, float u) {
+  float v = mul_rn(sub_rn(y, zero), inv_scale);
+  v = v > 0.0f ? v : 0.0f;
+  v = v < top ? v : top;
+  const float whole = float(int32_t(v));  // v >= 0: truncation is floor
+  return uint8_t(int32_t(whole) + (u < sub_rn(v, whole) ? 1 : 0));
+}
+
 ACTKIT_HD float tah_value(uint32_t code, float zero, float scale) { return add_rn(mul_rn(float(code), scale), zero); }
 
 // Rank of token t among the high tokens before it, from the exclusive

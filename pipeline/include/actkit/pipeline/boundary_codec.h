@@ -20,7 +20,7 @@ struct BoundaryCodec {
   // directq, aqsgd: bits per value, 2..8. tah: the high-entropy tokens' bits, 2..8
   // (the other tokens get one bit less). fp32 / fp16: 0.
   int bits = 0;
-  bool stochastic = false;   // directq, aqsgd: unbiased stochastic rounding instead of round-to-nearest
+  bool stochastic = false;   // directq, tah, aqsgd: unbiased stochastic rounding instead of round-to-nearest
   bool per_channel = false;  // directq: one scale per hidden channel instead of one per tensor (aqsgd: always)
   // directq, aqsgd: 2^bits - 1 levels with zero exact (symmetric), or the
   // papers' 2^bits levels (full).
@@ -48,7 +48,7 @@ BoundaryCodec parse_boundary_codec(const std::string& name, int bits);
 struct BoundaryChoice {
   std::string codec = "fp32";  // fp32 | fp16 | directq | tah | aqsgd
   int fw_bits = 4, bw_bits = 8;
-  bool stochastic = false;     // what DirectQ rounds: directq / aqsgd activations, DirectQ gradients
+  bool stochastic = false;     // every compressed codec's rounding: activations and DirectQ gradients
   DirectQGrid grid = DirectQGrid::kSymmetric;  // directq and aqsgd activations
   bool fw_per_channel = false;                 // directq activations (aqsgd: always per channel)
   bool bw_per_channel = false;                 // DirectQ gradients

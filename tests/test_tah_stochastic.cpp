@@ -1,0 +1,155 @@
+// TAH-Quant with stochastic rounding: unbiased on plain and transformed
+// tiles, the variance of the theory, the same quantizer as round-to-nearest
+// (only the codes differ, by at most one step), one payload per seed.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <tbb/global_control.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "actkit/core/boundary_codecs.h"
+#include "actkit/kernels/half.h"
+#include "actkit/kernels/tah.h"
+#include "test_util.h"
+
+using namespace actkit;
+using actkit::test::payload_bytes;
+
+namespace {
+
+TahOptions tah_sr(int high, int low, bool hadamard, uint64_t seed, bool stochastic = true) {
+  TahOptions o;
+  o.group_size = 32;
+  o.high_bits = high;
+  o.low_bits = low;
+  o.hadamard = hadamard;
+  o.high_fraction = 0.5;
+  o.stochastic = stochastic;
+  o.seed = seed;
+  return o;
+}
+
+kernels::TahLayout sr_layout(const CompressedTensor& ct) {
+  const CompressedMeta& m = ct.meta();
+  kernels::TahLayout L;
+  L.num_tokens = m.num_tokens();
+  L.channels = m.shape.back();
+  L.group_size = m.group_size;
+  L.high_bits = m.bits;
+  L.low_bits = m.low_bits;
+  L.high_tokens = m.high_tokens;
+  return L;
+}
+
+// Each tile's (zero, scale) from a payload.
+std::vector<std::pair<float, float>> sr_tile_params(const CompressedTensor& ct) {
+  const kernels::TahLayout L = sr_layout(ct);
+  const std::vector<uint8_t> bytes = payload_bytes(ct);
+  std::vector<std::pair<float, float>> p(size_t(L.num_tiles()));
+  for (int64_t i = 0; i < L.num_tiles(); ++i) {
+    uint16_t z, s;
+    std::memcpy(&z, &bytes[size_t(4 * i)], 2);
+    std::memcpy(&s, &bytes[size_t(4 * i + 2)], 2);
+    p[size_t(i)] = {kernels::fp16_to_float(z), kernels::fp16_to_float(s)};
+  }
+  return p;
+}
+
+// Activations with two outlier channels: some tiles are transformed.
+at::Tensor sr_activations(int64_t tokens, int64_t channels) {
+  at::Tensor x = at::randn({tokens, channels}) * 2 + 0.3;
+  x.select(1, 5).mul_(40);
+  x.select(1, 70).mul_(-25);
+  return x;
+}
+
+}  // namespace
+
+// E[decode] = x on every tile: the rounding is unbiased and the transform
+// linear. Each value's rounding variance is at most scale^2 / 4 (a
+// transformed tile spreads its tile's variances by an orthogonal matrix).
+TEST(TahStochastic, RoundingIsUnbiasedOnPlainAndTransformedTiles) {
+  const at::Tensor x = sr_activations(8, 128);
+  constexpr int kSeeds = 2000;
+  for (auto [high, low] : {std::pair<int, int>{4, 3}, {2, 1}}) {
+    at::Tensor sum = at::zeros_like(x, at::kDouble);
+    double max_scale = 0;
+    int64_t transformed = 0;
+    for (int s = 0; s < kSeeds; ++s) {
+      const CompressedTensor ct = encode_tah(x, tah_sr(high, low, true, uint64_t(s) * 104729 + 1));
+      if (s == 0) {
+        for (const auto& [zero, scale] : sr_tile_params(ct)) max_scale = std::max(max_scale, double(scale));
+        const kernels::TahLayout L = sr_layout(ct);
+        const std::vector<uint8_t> bytes = payload_bytes(ct);
+        for (int64_t i = 0; i < L.num_tiles(); ++i) {
+          transformed += (bytes[size_t(L.flags_offset() + i / 8)] >> (i % 8)) & 1;
+        }
+      }
+      sum += ct.decode().to(at::kDouble);
+    }
+    ASSERT_GT(transformed, 0) << "no tile was transformed: the test would not cover them";
+    const at::Tensor err = sum / kSeeds - x.to(at::kDouble);
+    const double se = max_scale / 2 / std::sqrt(double(kSeeds));
+    EXPECT_LT(err.abs().max().item<double>(), 6 * se) << high << "/" << low;
+    EXPECT_LT(std::abs(err.mean().item<double>()), 4 * se / std::sqrt(double(x.numel()))) << high << "/" << low;
+    // Round-to-nearest is biased on the same tiles (the test can fail).
+    const at::Tensor rn = encode_tah(x, tah_sr(high, low, true, 0, false)).decode().to(at::kDouble);
+    EXPECT_GT((rn - x.to(at::kDouble)).abs().max().item<double>(), 6 * se) << high << "/" << low;
+  }
+}
+
+// On plain tiles a value at grid position v rounds up with probability
+// frac(v): variance frac (1 - frac) scale^2.
+TEST(TahStochastic, VarianceMatchesTheory) {
+  const at::Tensor x = at::randn({256, 512});
+  for (auto [high, low] : {std::pair<int, int>{4, 3}, {2, 1}, {8, 7}}) {
+    const CompressedTensor ct = encode_tah(x, tah_sr(high, low, false, 5));
+    const auto params = sr_tile_params(ct);
+    const at::Tensor tiles = x.to(at::kDouble).reshape({-1, 32});
+    at::Tensor zero = at::empty({int64_t(params.size()), 1}, at::kDouble);
+    at::Tensor scale = at::empty({int64_t(params.size()), 1}, at::kDouble);
+    for (size_t i = 0; i < params.size(); ++i) {
+      zero[int64_t(i)][0] = double(params[i].first);
+      scale[int64_t(i)][0] = double(params[i].second);
+    }
+    const at::Tensor v = (tiles - zero) / scale;
+    const at::Tensor frac = v - v.floor();
+    const double theory = (frac * (1 - frac) * scale * scale).mean().item<double>();
+    const double measured = (ct.decode().to(at::kDouble).reshape({-1, 32}) - tiles).pow(2).mean().item<double>();
+    EXPECT_NEAR(measured / theory, 1.0, 0.03) << high << "/" << low;
+  }
+}
+
+// The quantizer (zeros, scales, pivots, flags, token map) is round-to-
+// nearest's; each value lands on the grid point below or above, so at most
+// one step from the nearest one's.
+TEST(TahStochastic, SameQuantizerAndCodesAtMostOneStepFromNearest) {
+  const at::Tensor x = sr_activations(16, 256);
+  const CompressedTensor rn = encode_tah(x, tah_sr(4, 3, false, 0, false));
+  const CompressedTensor sr = encode_tah(x, tah_sr(4, 3, false, 9));
+  const kernels::TahLayout L = sr_layout(rn);
+  const std::vector<uint8_t> a = payload_bytes(rn), b = payload_bytes(sr);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + L.codes_offset(), b.begin()));
+  EXPECT_FALSE(std::equal(a.begin() + L.codes_offset(), a.end(), b.begin() + L.codes_offset()));
+  const auto params = sr_tile_params(rn);
+  const at::Tensor diff = (sr.decode() - rn.decode()).abs().reshape({-1, 32}).amax(1);
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_LE(diff[int64_t(i)].item<float>(), params[i].second * (1 + 1e-5f) + 1e-6f) << "tile " << i;
+  }
+}
+
+// One payload per seed, whatever the thread count and the input's strides;
+// another seed another payload.
+TEST(TahStochastic, OnePayloadPerSeed) {
+  const at::Tensor x = sr_activations(64, 256);
+  const TahOptions o = tah_sr(4, 3, true, 21);
+  const std::vector<uint8_t> want = payload_bytes(encode_tah(x, o));
+  {
+    tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+    EXPECT_EQ(payload_bytes(encode_tah(x, o)), want);
+  }
+  EXPECT_EQ(payload_bytes(encode_tah(x.t().contiguous().t(), o)), want);
+  EXPECT_NE(payload_bytes(encode_tah(x, tah_sr(4, 3, true, 22))), want);
+}
