@@ -3,7 +3,7 @@
 # baseline as strong as the method, on text the model never saw.
 #
 #   [SEEDS="1 2 3"] [FW_BITS="2 3 4"] [STEPS=150] scripts/bench-fidelity.sh \
-#       [corpora|pretrain|finetune|gradients|tied|summary|all] [OUT_DIR]
+#       [corpora|pretrain|finetune|gradients|tied|speed-setting|summary|all] [OUT_DIR]
 #
 # * corpora: two disjoint texts from Debian's fortunes, each shuffled by
 #   fortune with a fixed seed: the pretraining text (every file but the
@@ -28,6 +28,8 @@
 #   through that codec (as every boundary gradient), with error feedback,
 #   and uncompressed.
 #
+# * speed-setting: fp32 and aqsgd fw2 with 2-bit gradients in the micro-
+#   batching scripts/bench-pipeline.sh gradient-target times (16 of 1).
 # * summary: the tables of docs/fidelity.md (scripts/fidelity_summary.py).
 #
 # Tables (mean ± sample standard deviation over the seeds) go to stdout and
@@ -87,11 +89,15 @@ pretrain() {
     > "$out/pretrain.log" 2>&1 || { echo "pretraining failed:"; tail -5 "$out/pretrain.log"; exit 1; }
 }
 
+# Micro-batches of a step, and their size: 4 of 4 unless a section says otherwise.
+micro_batches=4
+micro_batch_size=4
 run() {  # name, then actkit pipeline arguments; skipped when its JSON exists (a rerun resumes the sweep)
   local name=$1
   shift
   [[ -f $out/$name.json ]] && return
-  "$actkit" pipeline "${model[@]}" --stages 2 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b \
+  "$actkit" pipeline "${model[@]}" --stages 2 --micro-batches "$micro_batches" --micro-batch-size "$micro_batch_size" \
+    --schedule 1f1b \
     --data fortunes --data-path "$out/finetune.txt" --train-limit 400 --steps "$steps" --lr 3e-4 \
     --validation-batches 16 --init "$out/pretrained.pt" "$@" --json "$out/$name.json" > "$out/$name.log" 2>&1 ||
     { echo "run $name failed:"; tail -5 "$out/$name.log"; exit 1; }
@@ -154,6 +160,21 @@ if [[ $what == tied || $what == all ]]; then
   td=("fp32:--codec fp32" "aqsgd2 sr bw4:$aq" "aqsgd2 sr bw4 tied ef:$aq --tied-gradient feedback"
       "aqsgd2 sr bw4 tied fp32:$aq --tied-gradient fp32")
   sweep tied td
+fi
+
+if [[ $what == speed-setting || $what == all ]]; then
+  pretrain
+  # The setting whose throughput scripts/bench-pipeline.sh gradient-target
+  # measures: 16 micro-batches of one sequence, stage 0 running all 16
+  # forwards ahead; fp32 against AQ-SGD fw2 with 2-bit gradients, both
+  # stochastic (the same examples per step as 4 of 4).
+  micro_batches=16
+  micro_batch_size=1
+  sp=("fp32 m16x1:--codec fp32"
+      "aqsgd2 sr bw2 m16x1:--codec aqsgd --fw-bits 2 --bw-bits 2 --stochastic --in-flight 16")
+  sweep speed-setting sp
+  micro_batches=4
+  micro_batch_size=4
 fi
 
 if [[ $what == summary || $what == all ]]; then

@@ -187,6 +187,20 @@ TEST(DpRun, ResumesBitForBit) {
   EXPECT_EQ(resumed.train_losses[0], reference.train_losses[2]);
   EXPECT_EQ(resumed.train_losses[1], reference.train_losses[3]);
   EXPECT_NE(whole.train_losses[3], reference.train_losses[3]) << "the schedule shapes the run";
+  // Another global batch (or lr, seed, optimizer, ...) would go on as another
+  // run: refused, naming what differs, the checkpoint left as it was.
+  app::DpRunConfig other = rest;
+  other.batch = 2;
+  other.accumulate = 2;
+  other.group = one_rank();
+  try {
+    app::run_dp_worker(other);
+    ADD_FAILURE() << "a resume with another batch was accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("saved batch=4 but now batch=2 x 2"), std::string::npos) << e.what();
+  }
+  rest.group = one_rank();
+  EXPECT_EQ(app::run_dp_worker(rest).train_losses[1], reference.train_losses[3]);
   files::remove_all(first.save);
 }
 

@@ -17,6 +17,7 @@
 #include "actkit/comm/communicator.h"
 #include "actkit/converters/archive_check.h"
 #include "actkit/converters/controller_archive.h"
+#include "actkit/converters/run_settings.h"
 #include "actkit/converters/convert.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
@@ -158,6 +159,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
                                {"weight decay", c10::str(config.weight_decay)},
                                {"seed", std::to_string(config.seed)}});
   comm.handshake(facts);
+  // What a checkpoint records and a resumed run must share: everything the
+  // ranks compare but the length of the run.
+  const std::string settings = run_settings_text(facts, {"steps"});
 
   // One run per --save folder: a second would interleave its files with ours.
   std::unique_ptr<files::FolderLock> save_lock;
@@ -172,12 +176,14 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
                                   " (", file, "): was it saved by another number of workers?"));
     }
     std::optional<std::vector<uint8_t>> controller;
+    std::optional<std::string> saved_settings;
     const std::string bytes = read_checked_archive(file);  // every record's CRC-32, before use
     try {
       torch::serialize::InputArchive archive;
       archive.load_from(bytes.data(), bytes.size());
       opt->load(archive);
       controller = read_controller_state(archive);
+      saved_settings = read_run_settings(archive);
     } catch (const c10::Error& e) {
       throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what_without_backtrace()));
     } catch (const Error&) {
@@ -185,6 +191,11 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     } catch (const std::exception& e) {
       // LibTorch's errors for a well-formed archive of another thing are not all c10::Errors.
       throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what()));
+    }
+    // Checkpoints written before they recorded their settings resume as before.
+    if (saved_settings && *saved_settings != settings) {
+      throw FormatError(c10::str("dp: resume: ", file, " was saved by a run with other settings: ",
+                                 run_settings_difference(*saved_settings, settings)));
     }
     if (controller) restore_controller_state(*converted.controller, *controller, c10::str("dp: resume: ", file));
     r.start.controller_state_restored = controller.has_value();
@@ -241,6 +252,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
       torch::serialize::OutputArchive archive;
       opt->save(archive);
       write_controller_state(archive, *converted.controller);
+      write_run_settings(archive, settings);
       const std::string bytes = archive_bytes(archive);
       files::write_file_atomic(file, bytes.data(), bytes.size());
       if (leader) save_state_dict(*model, folder + "/model.pt");

@@ -12,6 +12,7 @@
 
 #include "actkit/converters/archive_check.h"
 #include "actkit/converters/controller_archive.h"
+#include "actkit/converters/run_settings.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
@@ -37,30 +38,7 @@ uint32_t file_crc(const std::string& path) {
 // shapes the parameters, the optimizer state and the buffers. The link,
 // the schedule and the length of the run may change.
 std::string resume_facts(const PipelineConfig& config) {
-  std::string text;
-  for (const auto& [name, value] : config.facts()) {
-    if (name == "run" || name == "links" || name == "schedule") continue;
-    text += name + "=" + value + "; ";
-  }
-  return text;
-}
-
-// "saved a but now b, ..." for the "name=value; " items that differ.
-std::string facts_difference(const std::string& saved, const std::string& now) {
-  auto items = [](const std::string& text) {
-    std::vector<std::string> v;
-    for (size_t at = 0, end; (end = text.find("; ", at)) != std::string::npos; at = end + 2) {
-      v.push_back(text.substr(at, end - at));
-    }
-    return v;
-  };
-  const auto was = items(saved), is = items(now);
-  std::string diff;
-  for (size_t i = 0; i < std::max(was.size(), is.size()); ++i) {
-    const std::string a = i < was.size() ? was[i] : "", b = i < is.size() ? is[i] : "";
-    if (a != b) diff += c10::str(diff.empty() ? "" : ", ", "saved ", a, " but now ", b);
-  }
-  return diff;
+  return run_settings_text(config.facts(), {"run", "links", "schedule"});
 }
 
 }  // namespace
@@ -137,7 +115,7 @@ void StageCheckpoint::save(const std::string& dir, int64_t steps,
   // resumed run compresses as this one would have gone on to.
   write_controller_state(archive, controller);
   archive.write("parameters_crc", at::tensor(int64_t(crc32c(weight_bytes.data(), weight_bytes.size()))));
-  archive.write("config", c10::IValue(resume_facts(config_)));
+  write_run_settings(archive, resume_facts(config_));
   if (config_.uses_error_feedback()) {
     // The slots' names in one text (they hold no newline), their residuals as e0, e1, ...
     torch::serialize::OutputArchive part;
@@ -197,9 +175,9 @@ StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptim
     state = read_controller_state(archive);
     archive.read("parameters_crc", crc);
     saved_crc = crc.item<int64_t>();
-    c10::IValue config;
-    archive.read("config", config);
-    saved_config = config.toStringRef();
+    const std::optional<std::string> settings = read_run_settings(archive);
+    if (!settings) throw FormatError(c10::str("resume: ", file, " records no settings: not a stage checkpoint"));
+    saved_config = *settings;
     if (config_.uses_error_feedback() && saved_config == resume_facts(config_)) {
       torch::serialize::InputArchive part;
       archive.read("error_feedback", part);
@@ -231,7 +209,7 @@ StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptim
   const std::string now = resume_facts(config_);
   if (saved_config != now) {
     throw FormatError(c10::str("resume: ", dir, " was saved by a run with other settings: ",
-                               facts_difference(saved_config, now)));
+                               run_settings_difference(saved_config, now)));
   }
   if (state) restore_controller_state(controller, *state, c10::str("resume: ", file));
   loaded.controller_restored = state.has_value();
