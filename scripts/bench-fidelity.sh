@@ -89,7 +89,8 @@ pretrain() {
     > "$out/pretrain.log" 2>&1 || { echo "pretraining failed:"; tail -5 "$out/pretrain.log"; exit 1; }
 }
 
-# Micro-batches of a step, and their size: 4 of 4 unless a section says otherwise.
+# Micro-batches of a step, and their size: 4 of 4 unless a section says
+# otherwise. Validation is 64 sequences of the held-out text whatever the size.
 micro_batches=4
 micro_batch_size=4
 run() {  # name, then actkit pipeline arguments; skipped when its JSON exists (a rerun resumes the sweep)
@@ -99,7 +100,7 @@ run() {  # name, then actkit pipeline arguments; skipped when its JSON exists (a
   "$actkit" pipeline "${model[@]}" --stages 2 --micro-batches "$micro_batches" --micro-batch-size "$micro_batch_size" \
     --schedule 1f1b \
     --data fortunes --data-path "$out/finetune.txt" --train-limit 400 --steps "$steps" --lr 3e-4 \
-    --validation-batches 16 --init "$out/pretrained.pt" "$@" --json "$out/$name.json" > "$out/$name.log" 2>&1 ||
+    --validation-batches $((64 / micro_batch_size)) --init "$out/pretrained.pt" "$@" --json "$out/$name.json" > "$out/$name.log" 2>&1 ||
     { echo "run $name failed:"; tail -5 "$out/$name.log"; exit 1; }
 }
 

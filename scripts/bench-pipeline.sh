@@ -293,11 +293,11 @@ if [[ $what == gradient-target || $what == all ]]; then
   # Gradients below 6 bits where fp32 is about 8x slower (RATE8_1F1B,
   # default 5Mbps on the build machine of 2026-11-28): 1F1B, 16 micro-batches
   # of one sequence, stochastic rounding in both directions (docs/fidelity.md
-  # measures their losses). The compressed runs let stage 0 run all 16
-  # forwards ahead (--in-flight 16: its activation memory is then GPipe's,
-  # the last stage's stays 1F1B's), which hides the two link crossings of
-  # each micro-batch's round trip; 2-bit gradients are measured at 4 in
-  # flight too. fp32 runs at the default (2) and at 16: more in flight only
+  # measures their losses). The compressed runs hold 16 micro-batches in
+  # flight (--in-flight 16: stage s holds up to 16 - s, GPipe's memory in
+  # 1F1B's order), which hides the two link crossings of each
+  # micro-batch's round trip; 2-bit gradients are measured at 4 in flight
+  # too. fp32 runs at the default (2) and at 16: more in flight only
   # queues more on its saturated link.
   gradient_codecs=("fp32:--codec fp32" "fp32 if16:--codec fp32 --in-flight 16")
   for b in 8 6 4 3 2; do

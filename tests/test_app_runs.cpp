@@ -187,8 +187,9 @@ TEST(DpRun, ResumesBitForBit) {
   EXPECT_EQ(resumed.train_losses[0], reference.train_losses[2]);
   EXPECT_EQ(resumed.train_losses[1], reference.train_losses[3]);
   EXPECT_NE(whole.train_losses[3], reference.train_losses[3]) << "the schedule shapes the run";
-  // Another global batch (or lr, seed, optimizer, ...) would go on as another
-  // run: refused, naming what differs, the checkpoint left as it was.
+  // Another micro-batching (here the same 4 examples a rank, as 2 x 2), lr,
+  // seed, ... would go on as another run: refused, naming what differs, the
+  // checkpoint left as it was.
   app::DpRunConfig other = rest;
   other.batch = 2;
   other.accumulate = 2;

@@ -50,9 +50,9 @@ void Communicator::handshake(const std::vector<std::pair<std::string, std::strin
       }
       if (!problem.empty()) problem_rank = r;
     }
-  } catch (const CommError&) {
+  } catch (const CommError& e) {
     failure = std::current_exception();
-    peer_failed = s.any_peer_aborted();
+    peer_failed = s.has_aborted(e.peer());  // not a peer that never came
   }
   // Every rank says when it has compared. Rank 0 holds the store: leaving on
   // a difference, or on a peer that failed, before the others have seen it

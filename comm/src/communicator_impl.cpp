@@ -103,12 +103,14 @@ std::vector<uint8_t> Communicator::Impl::await_key(const std::string& key, int r
   }
 }
 
-bool Communicator::Impl::any_peer_aborted() const {
-  try {
-    for (int peer = 0; peer < config.world_size; ++peer) {
-      if (peer != config.rank && store->check({abort_key(peer)})) return true;
+bool Communicator::Impl::has_aborted(int global_rank) const {
+  for (int r = 0; r < config.world_size; ++r) {
+    if (r == config.rank || global(r) != global_rank) continue;
+    try {
+      return store->check({abort_key(r)});
+    } catch (const std::exception&) {
+      return false;
     }
-  } catch (const std::exception&) {
   }
   return false;
 }

@@ -185,9 +185,10 @@ struct Communicator::Impl {
   // than at the timeout. Throws CommError naming the failed rank, or `r`
   // at the timeout or when the store is gone.
   std::vector<uint8_t> await_key(const std::string& key, int r, const char* what);
-  // Whether a peer has said in the store that it failed. False when the
-  // store is gone: the caller's own error then stands.
-  bool any_peer_aborted() const;
+  // Whether the peer of outermost rank `global_rank` has said in the store
+  // that it failed. False for this rank, a rank outside the group, or when
+  // the store is gone: the caller's own error then stands.
+  bool has_aborted(int global_rank) const;
 
   std::string who(int r) const { return c10::str("rank ", global(r)); }
   std::string me() const {
