@@ -25,6 +25,7 @@
 using namespace actkit;
 using actkit::test::bitwise_equal;
 using actkit::test::payload_bytes;
+using actkit::test::tah_layout_of;
 
 namespace {
 
@@ -53,25 +54,13 @@ at::Tensor directq_scales(const CompressedTensor& ct) {
   return ct.payload().narrow(0, 0, 4 * ct.meta().num_scales()).view(at::kFloat).clone();
 }
 
-kernels::TahLayout layout_of(const CompressedTensor& ct) {
-  const CompressedMeta& m = ct.meta();
-  kernels::TahLayout L;
-  L.num_tokens = m.num_tokens();
-  L.channels = m.shape.back();
-  L.group_size = m.group_size;
-  L.high_bits = m.bits;
-  L.low_bits = m.low_bits;
-  L.high_tokens = m.high_tokens;
-  return L;
-}
-
 bool bit_at(const std::vector<uint8_t>& bytes, int64_t section, int64_t i) {
   return ((bytes[size_t(section + i / 8)] >> (i % 8)) & 1u) != 0;
 }
 
 // Which tokens a TAH payload codes at high bits.
 std::vector<bool> token_map(const CompressedTensor& ct) {
-  const kernels::TahLayout L = layout_of(ct);
+  const kernels::TahLayout L = tah_layout_of(ct);
   const std::vector<uint8_t> bytes = payload_bytes(ct);
   std::vector<bool> high(size_t(L.num_tokens));
   for (int64_t t = 0; t < L.num_tokens; ++t) high[size_t(t)] = bit_at(bytes, L.map_offset(), t);
@@ -586,7 +575,7 @@ TEST(Tah, OutlierTilesAreFlaggedWithTheirPivot) {
   at::Tensor x = (at::rand({4, 128}) * 0.05 + 0.05) * (at::rand({4, 128}) < 0.5).to(at::kFloat).mul(2).sub(1);
   x[1][64 + 37] = 30;  // token 1, tile 1, element 37
   const CompressedTensor ct = encode_tah(x, tah(4, 3));
-  const kernels::TahLayout L = layout_of(ct);
+  const kernels::TahLayout L = tah_layout_of(ct);
   const std::vector<uint8_t> bytes = payload_bytes(ct);
   for (int64_t i = 0; i < L.num_tiles(); ++i) {
     EXPECT_EQ(bit_at(bytes, L.flags_offset(), i), i == 3) << i;
@@ -617,7 +606,7 @@ TEST(Tah, ErrorIsAtMostHalfAStepOnPlainTiles) {
   const at::Tensor x = at::randn({32, 512}) * 4 + 1;
   for (auto [high, low] : {std::pair<int, int>{4, 3}, {2, 1}, {8, 5}}) {
     const CompressedTensor ct = encode_tah(x, tah(high, low, /*hadamard=*/false, 0.5));
-    const kernels::TahLayout L = layout_of(ct);
+    const kernels::TahLayout L = tah_layout_of(ct);
     const std::vector<uint8_t> bytes = payload_bytes(ct);
     const at::Tensor err = (ct.decode() - x).abs().view({-1, L.group_size}).amax(1);
     for (int64_t i = 0; i < L.num_tiles(); ++i) {
@@ -653,7 +642,7 @@ TEST(Tah, GroupSizesAndRankOne) {
     TahOptions o = tah(4, 3);
     o.group_size = g;
     const CompressedTensor ct = encode_tah(x, o);
-    EXPECT_EQ(layout_of(ct).num_tiles(), 6 * 512 / g);
+    EXPECT_EQ(tah_layout_of(ct).num_tiles(), 6 * 512 / g);
     EXPECT_LT(mse(ct.decode(), x), 0.05) << g;
   }
   const at::Tensor v = at::randn({192});
@@ -887,7 +876,7 @@ TEST(BoundarySerialize, PayloadBytesThatNoEncoderWritesAreFormatErrors) {
     expect_format_error(resealed(b), "scale", "directq scale " + std::to_string(bad));
   }
   const CompressedTensor& ct = s[2];
-  const kernels::TahLayout L = layout_of(ct);
+  const kernels::TahLayout L = tah_layout_of(ct);
   const size_t body = body_offset(ct);
   const std::vector<uint8_t> good = ct.serialize();
   const std::vector<uint8_t> payload = payload_bytes(ct);
@@ -967,7 +956,7 @@ TEST(BoundarySerialize, UnvalidatedTokenMapsStillDecodeInBounds) {
   // A payload wrapped without deserialize (no content checks): a map with
   // an extra one is refused by the CPU decode instead of read past the end.
   const CompressedTensor ct = encode_tah(at::randn({6, 64}), tah(4, 3, true, 0.5));
-  const kernels::TahLayout L = layout_of(ct);
+  const kernels::TahLayout L = tah_layout_of(ct);
   at::Tensor payload = ct.payload().clone();
   uint8_t* map = payload.data_ptr<uint8_t>() + L.map_offset();
   for (int t = 0; t < 6; ++t) map[0] |= uint8_t(1u << t);  // every token high, 3 declared

@@ -16,6 +16,7 @@
 
 using namespace actkit;
 using actkit::test::payload_bytes;
+using actkit::test::tah_layout_of;
 
 namespace {
 
@@ -31,21 +32,9 @@ TahOptions tah_sr(int high, int low, bool hadamard, uint64_t seed, bool stochast
   return o;
 }
 
-kernels::TahLayout sr_layout(const CompressedTensor& ct) {
-  const CompressedMeta& m = ct.meta();
-  kernels::TahLayout L;
-  L.num_tokens = m.num_tokens();
-  L.channels = m.shape.back();
-  L.group_size = m.group_size;
-  L.high_bits = m.bits;
-  L.low_bits = m.low_bits;
-  L.high_tokens = m.high_tokens;
-  return L;
-}
-
 // Each tile's (zero, scale) from a payload.
 std::vector<std::pair<float, float>> sr_tile_params(const CompressedTensor& ct) {
-  const kernels::TahLayout L = sr_layout(ct);
+  const kernels::TahLayout L = tah_layout_of(ct);
   const std::vector<uint8_t> bytes = payload_bytes(ct);
   std::vector<std::pair<float, float>> p(size_t(L.num_tiles()));
   for (int64_t i = 0; i < L.num_tiles(); ++i) {
@@ -79,7 +68,7 @@ TEST(TahStochastic, RoundingIsUnbiasedOnPlainAndTransformedTiles) {
     for (int s = 0; s < kSeeds; ++s) {
       const CompressedTensor ct = encode_tah(x, tah_sr(high, low, true, uint64_t(s) * 104729 + 1));
       if (s == 0) {
-        const kernels::TahLayout L = sr_layout(ct);
+        const kernels::TahLayout L = tah_layout_of(ct);
         const std::vector<uint8_t> bytes = payload_bytes(ct);
         for (int64_t i = 0; i < L.num_tiles(); ++i) {
           transformed += (bytes[size_t(L.flags_offset() + i / 8)] >> (i % 8)) & 1;
@@ -135,7 +124,7 @@ TEST(TahStochastic, SameQuantizerAndCodesAtMostOneStepFromNearest) {
   const at::Tensor x = sr_activations(16, 256);
   const CompressedTensor rn = encode_tah(x, tah_sr(4, 3, false, 0, false));
   const CompressedTensor sr = encode_tah(x, tah_sr(4, 3, false, 9));
-  const kernels::TahLayout L = sr_layout(rn);
+  const kernels::TahLayout L = tah_layout_of(rn);
   const std::vector<uint8_t> a = payload_bytes(rn), b = payload_bytes(sr);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_TRUE(std::equal(a.begin(), a.begin() + L.codes_offset(), b.begin()));
@@ -168,7 +157,7 @@ TEST(TahStochastic, CodesFollowTheDocumentedStream) {
   const at::Tensor x = at::randn({12, 96});
   const uint64_t seed = 1234;
   const CompressedTensor ct = encode_tah(x, tah_sr(3, 2, false, seed));
-  const kernels::TahLayout L = sr_layout(ct);
+  const kernels::TahLayout L = tah_layout_of(ct);
   const auto params = sr_tile_params(ct);
   const std::vector<uint8_t> bytes = payload_bytes(ct);
   const kernels::RngKey key = kernels::make_rng_key(seed);

@@ -11,6 +11,7 @@
 
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/files.h"
+#include "actkit/kernels/tah.h"
 
 namespace actkit::test {
 
@@ -20,6 +21,19 @@ inline std::vector<uint8_t> payload_bytes(const CompressedTensor& ct) {
   std::vector<uint8_t> out(size_t(ct.byte_size()));
   if (!out.empty()) std::memcpy(out.data(), host.data_ptr<uint8_t>(), out.size());
   return out;
+}
+
+// The byte layout of a TAH-Quant payload (kernels/tah.h), from its metadata.
+inline kernels::TahLayout tah_layout_of(const CompressedTensor& ct) {
+  const CompressedMeta& m = ct.meta();
+  kernels::TahLayout L;
+  L.num_tokens = m.num_tokens();
+  L.channels = m.shape.back();
+  L.group_size = m.group_size;
+  L.high_bits = m.bits;
+  L.low_bits = m.low_bits;
+  L.high_tokens = m.high_tokens;
+  return L;
 }
 
 // True when both tensors have the same dtype, shape and bytes (NaN == NaN).
