@@ -171,13 +171,12 @@ ACTKIT_CPU_INLINE void tile_codes_stochastic(const float* y, const TahTileParams
   const float zero = p.zero;
   const float inv = p.inv_scale;
   const uint32_t lo0 = uint32_t(start);
-  // A tile is at most 256 elements, so its low words wrap at most once.
-  const uint32_t mix0 = counter_high_mix(key, uint32_t(start >> 32));
-  const uint32_t mix1 = counter_high_mix(key, uint32_t(start >> 32) + 1u);
+  // start is a multiple of G (C is), and G divides 2^32: a tile's low words
+  // never wrap, so one high word serves the whole tile.
+  const uint32_t mix = counter_high_mix(key, uint32_t(start >> 32));
 #pragma omp simd
   for (int k = 0; k < G; ++k) {
-    const uint32_t lo = lo0 + uint32_t(k);
-    const uint32_t h = counter_hash_mixed(key.k0, lo, lo < lo0 ? mix1 : mix0);
+    const uint32_t h = counter_hash_mixed(key.k0, lo0 + uint32_t(k), mix);
     q[k] = tah_code_stochastic(y[k], zero, inv, top, counter_bits_to_uniform(h));
   }
 }
