@@ -195,6 +195,52 @@ TEST(CpuIsa, DirectQPathsWriteTheSameBytes) {
   }
 }
 
+// The same for DirectQ's stochastic codes: a run whose element indices cross
+// 2^32 (its loops cut it there) draws element i's noise from index i on
+// every path, per tensor and per channel. Only that run is encoded, its
+// buffers placed where the stream puts it.
+TEST(CpuIsa, DirectQNoiseFollowsTheIndexAcrossTheLowWordWrap) {
+  const int64_t first = (int64_t(1) << 32) - 96;  // a multiple of 8: whole bytes of codes
+  const int64_t len = 320;
+  const std::vector<float> x = values(len, 13);
+  const int bits = 3;
+  const int64_t C = 7;
+  for (bool per_channel : {false, true}) {
+    const int64_t scales = per_channel ? C : 1;
+    std::vector<float> inv(static_cast<size_t>(scales)), s(static_cast<size_t>(scales), 0.0f);
+    for (int64_t j = 0; j < len; ++j) {
+      float& m = s[size_t(per_channel ? (first + j) % C : 0)];
+      m = std::max(m, std::fabs(x[size_t(j)]));
+    }
+    const float top = k::directq_half(bits, k::DirectQGrid::kSymmetric);
+    for (int64_t c = 0; c < scales; ++c) inv[size_t(c)] = k::directq_inv_step(s[size_t(c)], top);
+    for (k::CpuIsa isa : kAll) {
+      if (!k::cpu_isa_supported(isa)) continue;
+      std::vector<uint8_t> codes(size_t(len * bits / 8), 0);
+      k::DirectQEncodeArgs a;
+      a.input = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(x.data()) - uintptr_t(first) * 4);
+      a.numel = first + len;
+      a.num_scales = scales;
+      a.bits = bits;
+      a.stochastic = true;
+      a.key = k::make_rng_key(17);
+      a.codes = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(codes.data()) - uintptr_t(first * bits / 8));
+      table(isa).directq_quantize(a, inv.data(), first, first + len);
+      for (int64_t j = 0; j < len; ++j) {
+        const float u = k::counter_uniform(a.key, uint64_t(first + j));
+        const int want =
+            k::directq_code_stochastic(x[size_t(j)], inv[size_t(per_channel ? (first + j) % C : 0)], top, u);
+        int got = 0;
+        for (int b = 0; b < bits; ++b) {
+          const int64_t bit = j * bits + b;
+          got |= ((codes[size_t(bit / 8)] >> (bit % 8)) & 1) << b;
+        }
+        ASSERT_EQ(got, want) << k::cpu_isa_name(isa) << " per channel " << per_channel << " element " << first + j;
+      }
+    }
+  }
+}
+
 TEST(CpuIsa, TahPathsWriteTheSameBytes) {
   for (int G : {8, 32, 64, 256}) {
    for (bool stochastic : {false, true}) {

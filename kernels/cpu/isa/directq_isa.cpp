@@ -66,29 +66,27 @@ void channel_max(const DirectQEncodeArgs& a, int64_t begin, int64_t end, uint32_
   }
 }
 
-// Codes of one run [start, start + len) into codes[0, len). inv holds the
-// factor h / s per channel (or one factor when !kPerChannel); top is h.
+// Codes of one piece [start, start + len) of a run into codes[0, len). inv
+// holds the factor h / s per channel (or one factor when !kPerChannel); top
+// is h. The low word of a stochastic piece's element index must not wrap
+// (quantize_run cuts there), so one high word serves the piece and the loops
+// stay in 32-bit lanes.
 template <bool kPerChannel, bool kStochastic, bool kFull>
-ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, const float* inv, int64_t C,
-                                    float top, RngKey key, uint8_t* codes) {
+ACTKIT_CPU_INLINE void quantize_piece(const float* x, int64_t len, int64_t start, const float* inv, int64_t C,
+                                      float top, RngKey key, uint8_t* codes) {
   const uint32_t lo0 = uint32_t(uint64_t(start));
-  const uint32_t hi0 = uint32_t(uint64_t(start) >> 32);
-  // The high word's share of the hash, for both sides of a wrap of the low word.
-  const uint32_t mix0 = counter_high_mix(key, hi0);
-  const uint32_t mix1 = counter_high_mix(key, hi0 + 1u);
+  const uint32_t mix = counter_high_mix(key, uint32_t(uint64_t(start) >> 32));
   for (int64_t j = 0, c = kPerChannel ? start % C : 0; j < len; c = 0) {
-    const int64_t n = kPerChannel ? min64(len - j, C - c) : len;
+    const uint32_t n = uint32_t(kPerChannel ? min64(len - j, C - c) : len);
     const float* f = inv + c;
     const float* xj = x + j;
     uint8_t* out = codes + j;
     const uint32_t lo_j = lo0 + uint32_t(j);
 #pragma omp simd
-    for (int64_t k = 0; k < n; ++k) {
+    for (uint32_t k = 0; k < n; ++k) {
       const float s = kPerChannel ? f[k] : f[0];
       if constexpr (kStochastic) {
-        // The 64-bit element index, split once; the low word may wrap.
-        const uint32_t lo = lo_j + uint32_t(k);
-        const uint32_t h = counter_hash_mixed(key.k0, lo, lo < lo0 ? mix1 : mix0);
+        const uint32_t h = counter_hash_mixed(key.k0, lo_j + k, mix);
         out[k] = directq_code_stochastic(xj[k], s, top, counter_bits_to_uniform(h));
       } else if constexpr (kFull) {
         out[k] = directq_code_nearest_full(xj[k], s, top);
@@ -98,6 +96,24 @@ ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, 
     }
     j += n;
   }
+}
+
+// Codes of one run (len <= kDirectQRun), as one piece or, where the low word
+// of a stochastic run's element index wraps (at most once), two.
+template <bool kPerChannel, bool kStochastic, bool kFull>
+ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, const float* inv, int64_t C,
+                                    float top, RngKey key, uint8_t* codes) {
+  if constexpr (kStochastic) {
+    const uint64_t to_wrap = (uint64_t(1) << 32) - uint32_t(uint64_t(start));
+    if (uint64_t(len) > to_wrap) {
+      const int64_t first = int64_t(to_wrap);
+      quantize_piece<kPerChannel, kStochastic, kFull>(x, first, start, inv, C, top, key, codes);
+      quantize_piece<kPerChannel, kStochastic, kFull>(x + first, len - first, start + first, inv, C, top, key,
+                                                      codes + first);
+      return;
+    }
+  }
+  quantize_piece<kPerChannel, kStochastic, kFull>(x, len, start, inv, C, top, key, codes);
 }
 
 template <typename In, bool kPerChannel, bool kStochastic, bool kFull = false>

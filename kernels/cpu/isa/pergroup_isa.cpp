@@ -39,24 +39,50 @@ ACTKIT_CPU_INLINE GroupExtremes group_extremes(const float* x, int64_t len) {
   return GroupExtremes{mn, mx, non_finite};
 }
 
+// Group g's sample and its index within the sample, for consecutive g.
+struct SamplePosition {
+  SamplePosition(int64_t g, int64_t groups_per_sample)
+      : sample(g / groups_per_sample), group(g - sample * groups_per_sample), per_sample(groups_per_sample) {}
+  void next() {
+    if (++group == per_sample) {
+      group = 0;
+      ++sample;
+    }
+  }
+  int64_t sample;
+  int64_t group;
+  int64_t per_sample;
+};
+
+// Codes of `len` values whose counters are lo0, lo0 + 1, ... under one high
+// word (mix = counter_high_mix of it): the low word must not wrap inside the
+// run. A 32-bit index keeps the loop in 32-bit lanes; a 64-bit one cost 16
+// vector adds and 4 permutes per 64 values to narrow it, and the per-value
+// wrap test a compare and a blend.
+ACTKIT_CPU_INLINE void quantize_run(const float* x, uint32_t len, uint32_t k0, uint32_t lo0, uint32_t mix, float zero,
+                                    float scale, float top, uint8_t* out) {
+#pragma omp simd
+  for (uint32_t j = 0; j < len; ++j) {
+    const uint32_t h = counter_hash_mixed(k0, lo0 + j, mix);
+    out[j] = quantize_value(x[j], zero, scale, counter_bits_to_uniform(h), top);
+  }
+}
+
 // Codes of one group into scratch, then packed at stream bit bit_pos.
 ACTKIT_CPU_INLINE void quantize_group(const float* x, int64_t len, int bits, const GroupMeta& gm, RngKey key,
                                       uint64_t first_index, uint8_t* codes, int64_t bit_pos, uint8_t* scratch) {
   const float top = float(max_code(bits));
-  const float zero = gm.zero;
-  const float scale = gm.scale;
-  // Split the 64-bit element index once; the low word may wrap inside a
-  // group, and the high word's share of the hash is computed for both sides.
+  // The 64-bit element index split once. The low word wraps at most once in
+  // a group (len <= kMaxGroupSize): the group is cut there into two runs,
+  // each under one high word.
   const uint32_t lo0 = uint32_t(first_index);
   const uint32_t hi0 = uint32_t(first_index >> 32);
-  const uint32_t k0 = key.k0;
-  const uint32_t mix0 = counter_high_mix(key, hi0);
-  const uint32_t mix1 = counter_high_mix(key, hi0 + 1u);
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) {
-    const uint32_t lo = lo0 + uint32_t(j);
-    const uint32_t h = counter_hash_mixed(k0, lo, lo < lo0 ? mix1 : mix0);
-    scratch[j] = quantize_value(x[j], zero, scale, counter_bits_to_uniform(h), top);
+  const uint64_t to_wrap = (uint64_t(1) << 32) - lo0;
+  const uint32_t first = uint32_t(uint64_t(len) < to_wrap ? uint64_t(len) : to_wrap);
+  quantize_run(x, first, key.k0, lo0, counter_high_mix(key, hi0), gm.zero, gm.scale, top, scratch);
+  if (first < len) {
+    quantize_run(x + first, uint32_t(len - first), key.k0, 0u, counter_high_mix(key, hi0 + 1u), gm.zero, gm.scale, top,
+                 scratch + first);
   }
   cpu::pack_codes(scratch, len, bits, codes, bit_pos);
 }
@@ -82,24 +108,28 @@ EncodeStatus encode_groups(const PerGroupEncodeArgs& a, int64_t g0, int64_t g1) 
   alignas(64) uint8_t scratch[kMaxGroupSize];
   GroupExtremes ext[kChunkGroups];
   GroupMeta gm[kChunkGroups];
+  // The sample of group g and the group's place in it, advanced group by
+  // group: one division per range, not one per group (a 64-bit division
+  // costs 40-90 cycles on a Cascade Lake Xeon, a fifth of a group's codes).
+  SamplePosition pos(g0, gps);
   for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
     const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
     const float* xs[kChunkGroups];
     int64_t lens[kChunkGroups];
-    int64_t elems[kChunkGroups];
-    for (int64_t g = c0; g < c1; ++g) {
+    int64_t samples[kChunkGroups];
+    int64_t starts[kChunkGroups];  // the group's first value within its sample
+    for (int64_t g = c0; g < c1; ++g, pos.next()) {
       const int64_t i = g - c0;
-      const int64_t n = g / gps;
-      const int64_t start = (g - n * gps) * L.group_size;
-      const int64_t left = L.sample_size - start;
+      samples[i] = pos.sample;
+      starts[i] = pos.group * L.group_size;
+      const int64_t left = L.sample_size - starts[i];
       lens[i] = left < L.group_size ? left : L.group_size;
-      elems[i] = n * L.sample_size + start;
-      xs[i] = cpu::load_floats(input, elems[i], lens[i], xbuf + i * L.group_size);
+      xs[i] = cpu::load_floats(input, samples[i] * L.sample_size + starts[i], lens[i], xbuf + i * L.group_size);
       ext[i] = group_extremes(xs[i], lens[i]);
     }
     for (int64_t g = c0; g < c1; ++g) {
       const int64_t i = g - c0;
-      const int bits = L.bits(g / gps);
+      const int bits = L.bits(samples[i]);
       EncodeStatus problem = EncodeStatus::kOk;
       if (ext[i].non_finite != 0) {
         problem = EncodeStatus::kNonFinite;
@@ -118,11 +148,11 @@ EncodeStatus encode_groups(const PerGroupEncodeArgs& a, int64_t g0, int64_t g1) 
     for (int64_t g = c0; g < c1; ++g) {
       const int64_t i = g - c0;
       if (lens[i] == 0) continue;
-      const int64_t n = g / gps;
+      const int64_t n = samples[i];
       const int bits = L.bits(n);
-      const int64_t start = elems[i] - n * L.sample_size;
-      const int64_t bit_pos = L.sample_bit_offset_of(n) + start * bits;
-      quantize_group(xs[i], lens[i], bits, gm[i], key, uint64_t(elems[i]), a.codes, bit_pos, scratch);
+      const int64_t bit_pos = L.sample_bit_offset_of(n) + starts[i] * bits;
+      quantize_group(xs[i], lens[i], bits, gm[i], key, uint64_t(n * L.sample_size + starts[i]), a.codes, bit_pos,
+                     scratch);
     }
   }
   return EncodeStatus::kOk;
@@ -135,9 +165,10 @@ void decode_groups(const PerGroupDecodeArgs& a, int64_t g0, int64_t g1) {
   Out* output = static_cast<Out*>(a.output);
   alignas(64) uint8_t codes[kMaxGroupSize];
   alignas(64) float ybuf[kMaxGroupSize];
-  for (int64_t g = g0; g != g1; ++g) {
-    const int64_t n = g / gps;
-    const int64_t start = (g - n * gps) * L.group_size;
+  SamplePosition pos(g0, gps);
+  for (int64_t g = g0; g != g1; ++g, pos.next()) {
+    const int64_t n = pos.sample;
+    const int64_t start = pos.group * L.group_size;
     const int64_t left = L.sample_size - start;
     const int64_t len = left < L.group_size ? left : L.group_size;
     const int bits = L.bits(n);

@@ -189,7 +189,7 @@ ACTKIT_CPU_INLINE void tile_codes_stochastic(const float* y, const TahTileParams
 template <int G>
 ACTKIT_CPU_INLINE bool encode_token(const float* x, int64_t t, int bits, const TahEncodeArgs& a, float prefilter, const cpu::TahScratch& s) {
   const TahLayout& L = a.layout;
-  const int64_t K = L.tiles_per_token();
+  const int64_t K = L.channels / G;  // tiles per token; G is a constant, so a shift
   for (int64_t j = 0; j < K; ++j) {
     tile_min_max<G>(x + j * G, &s.mn[j], &s.mx[j]);
   }

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -28,10 +30,13 @@ struct CodecBenchConfig {
 };
 
 struct CodecResult {
-  std::string name;  // "pergroup", "mask", "directq", "tah" or "onebit" (1-bit Adam/LAMB, one thread)
+  std::string name;  // "pergroup", "mask", "directq", "tah", "tah-outl" or "onebit" (1-bit Adam/LAMB)
   int bits = 0;
   double encode_gbps = 0;  // GB/s of fp32 input bytes
   double decode_gbps = 0;
+  double memcpy_gbps = 0;  // the baseline, timed in turn with this codec's encode and decode
+  double encode_ratio() const { return encode_gbps / memcpy_gbps; }
+  double decode_ratio() const { return decode_gbps / memcpy_gbps; }
 };
 
 struct CodecBenchReport {
@@ -39,7 +44,10 @@ struct CodecBenchReport {
   size_t bytes = 0;
   int threads = 0;           // CPU threads (CPU runs)
   std::string cpu_kernels;   // the CPU kernels' instruction-set path (kernels/cpu_isa.h)
-  double memcpy_gbps = 0;    // CPU: parallel memcpy; CUDA: device-to-device copy
+  // The baseline, CPU: parallel memcpy; CUDA: device-to-device copy. Each
+  // codec's ratios are to the copy timed beside it (CodecResult); this is
+  // the fastest of those, the run's strongest baseline.
+  double memcpy_gbps = 0;
   std::vector<CodecResult> codecs;
 };
 
@@ -52,20 +60,28 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config);
 // 1 MiB chunks (the baseline every codec is compared to).
 void parallel_memcpy(void* dst, const void* src, size_t bytes);
 
-// Best (shortest) wall time in seconds of `fn` over repetitions that add up
-// to at least `min_seconds` (and at least 3), after one warm-up call.
-template <typename Fn>
-double best_seconds(Fn&& fn, double min_seconds) {
+// Best (shortest) wall time in seconds of each of `fns`, run in turn: each
+// round calls every function once, in order, and rounds go on until each
+// function's share of the time reaches `min_seconds` (at least 3 rounds),
+// after one warm-up round (first-touch page faults, caches, the thread pool's
+// start). A baseline timed in turn with the code compared to it runs under
+// the same machine conditions: on a shared machine memcpy alone moved between
+// 15 and 23 GB/s in runs seconds apart.
+template <size_t N>
+std::array<double, N> best_seconds_in_turn(const std::array<std::function<void()>, N>& fns, double min_seconds) {
   using clock = std::chrono::steady_clock;
-  fn();  // warm-up: first-touch page faults, caches, thread pool start
-  double best = std::numeric_limits<double>::infinity();
+  for (const auto& fn : fns) fn();
+  std::array<double, N> best;
+  best.fill(std::numeric_limits<double>::infinity());
   double total = 0;
-  for (int rep = 0; rep < 3 || total < min_seconds; ++rep) {
-    const auto t0 = clock::now();
-    fn();
-    const double s = std::chrono::duration<double>(clock::now() - t0).count();
-    best = std::min(best, s);
-    total += s;
+  for (int round = 0; round < 3 || total < min_seconds * double(N); ++round) {
+    for (size_t i = 0; i < N; ++i) {
+      const auto t0 = clock::now();
+      fns[i]();
+      const double s = std::chrono::duration<double>(clock::now() - t0).count();
+      best[i] = std::min(best[i], s);
+      total += s;
+    }
   }
   return best;
 }

@@ -115,9 +115,9 @@ ACTKIT_CPU_INLINE void tah_hadamard(float* y, int g) {
 // tah_hadamard for a tile size fixed at compile time, for the CPU kernels:
 // the same butterflies in the same stage order, so the same bits, with the
 // tile held in vectors of W = min(G, the register width) floats. A stage of half-width
-// h < W stays inside each vector: element k takes v[k] + v[k ^ h] where bit
-// h of k is clear and v[k ^ h] - v[k] where it is set (one lane shuffle and
-// a select); a stage of h >= W pairs whole vectors.
+// h < W stays inside each vector: element k takes v[k ^ h] + v[k] where bit
+// h of k is clear and v[k ^ h] - v[k] where it is set (one lane shuffle, a
+// sign flip and an add); a stage of h >= W pairs whole vectors.
 namespace tah_detail {
 
 // The floats of the widest vector register the build targets: wider vectors
@@ -141,10 +141,15 @@ ACTKIT_CPU_INLINE void hadamard_stages(typename TileVec<W>::F* v) {
   using F = typename TileVec<W>::F;
   using I = typename TileVec<W>::I;
   if constexpr (H < W) {
-    I high;     // all ones in the lanes whose bit H is set
-    I partner;  // lane l pairs with lane l ^ H
+    // Lane l pairs with lane l ^ H. The lanes whose bit H is set take
+    // partner - own, computed as partner + (-own): IEEE defines a - b as
+    // a + (-b), so the bits are those of the subtraction, and the stage is
+    // one shuffle, one sign flip and one add instead of an add, a subtract
+    // and a select.
+    I flip;  // the sign bit in the lanes whose bit H is set
+    I partner;
     for (int l = 0; l < W; ++l) {
-      high[l] = (l & H) != 0 ? -1 : 0;
+      flip[l] = (l & H) != 0 ? int32_t(0x80000000u) : 0;
       partner[l] = l ^ H;
     }
     for (int i = 0; i < G / W; ++i) {
@@ -154,9 +159,7 @@ ACTKIT_CPU_INLINE void hadamard_stages(typename TileVec<W>::F* v) {
 #else
       const F p = __builtin_shuffle(v[i], partner);
 #endif
-      const I sum = reinterpret_cast<I>(v[i] + p);
-      const I diff = reinterpret_cast<I>(p - v[i]);
-      v[i] = reinterpret_cast<F>((diff & high) | (sum & ~high));
+      v[i] = p + reinterpret_cast<F>(reinterpret_cast<I>(v[i]) ^ flip);
     }
   } else {
     constexpr int kStride = H / W;  // partner vectors are this many apart
