@@ -4,7 +4,8 @@
 # link; its CUDA kernels and NCCL group are compiled and linked, and run
 # here on the CPU). In each: the unit tests, a downstream project against
 # the installed package, and the CLI smoke runs; in the Debian world also
-# the fault-injection suite's short form, the checkpoint loaders fuzzed for
+# the longer CLI runs (resumes, kernel-shaped links), the fault-injection
+# suite's short form, the checkpoint loaders fuzzed for
 # a minute, and the codec, payload, store and layer tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer; across the two, the same
 # activation bytes.
@@ -118,6 +119,40 @@ smoke() {
     echo "a checkpoint of 3 workers must be refused by 2" >&2
     exit 1
   fi
+  $b/bin/actkit bench allreduce --workers 3 --size 1MiB --iterations 1 --json $b/bench-allreduce.json
+  grep -q '"onebit_vs_fp32"' $b/bench-allreduce.json
+  # --backend: an unknown name is refused when parsed; nccl without a GPU
+  # (or in a build without NCCL) fails at once, saying why.
+  if $b/bin/actkit dp --model gpt2 --workers 2 --data synthetic --steps 1 --backend mpi 2>$b/backend.err; then
+    echo "an unknown backend must be refused" >&2
+    exit 1
+  fi
+  grep -q -- "--backend" $b/backend.err || { cat $b/backend.err; echo "the refusal must name --backend" >&2; exit 1; }
+  if ! command -v nvidia-smi >/dev/null; then
+    if timeout 120 $b/bin/actkit dp --model gpt2 --layers 1 --hidden 64 --heads 2 --seq-len 32 --workers 2 \
+      --data synthetic --steps 1 --batch 2 --backend nccl 2>$b/nccl.err; then
+      echo "nccl without a GPU must fail" >&2
+      exit 1
+    fi
+    grep -qi "nccl\|GPU" $b/nccl.err || { cat $b/nccl.err; echo "the nccl refusal must say why" >&2; exit 1; }
+  fi
+  if $b/bin/actkit maxbatch --model resnet18 --budget lots 2>/dev/null; then
+    echo "a malformed budget must fail" >&2
+    exit 1
+  fi
+  if $b/bin/actkit train --model no-such-model --train-limit 8 2>/dev/null; then
+    echo "a bad model name must fail" >&2
+    exit 1
+  fi
+}
+
+# smoke_long B: the longer end-to-end runs of the build in folder B: resumes
+# through the CLI that must continue bit for bit, kernel-shaped links, and
+# ResNet-18 data parallel. The Debian world runs them; in the wheel world
+# the same library paths run in its unit tests (DataParallelRanks.*,
+# Pipeline*.*, Comm.*), and repeating them here cost minutes of CI time.
+smoke_long() {
+  local b=$1
   # Data-parallel at L3: a run resumed from a checkpoint continues bit for bit
   # (the level's controller state travels with the optimizer's; with a
   # constant learning rate the checkpointed run's shorter length changes nothing).
@@ -158,8 +193,6 @@ fw = [l for l in a["links"] if l["direction"] == "forward"][0]
 # 4 warm-up steps and the validation in fp32, then 8 steps of deltas.
 assert fw["fp32_bytes"] > 2 * fw["bytes"], fw
 PY
-  $b/bin/actkit bench allreduce --workers 3 --size 1MiB --iterations 1 --json $b/bench-allreduce.json
-  grep -q '"onebit_vs_fp32"' $b/bench-allreduce.json
   $b/bin/actkit dp --model resnet18 --workers 2 --optimizer fp16-adam --data fashion-mnist --train-limit 64 \
     --batch 16 --steps 2 --json $b/dp-resnet.json
   grep -q '"val_accuracy"' $b/dp-resnet.json
@@ -177,29 +210,6 @@ PY
       --micro-batch-size 2 --codec tah --optimizer onebit-adam --dp-warmup-steps 1 --data synthetic --steps 3 \
       --validation-batches 1 --link kernel --bandwidth 50Mbps --latency 2ms --json $b/pipeline-dp-kernel.json
     grep -q '"replicas": 2' $b/pipeline-dp-kernel.json
-  fi
-  # --backend: an unknown name is refused when parsed; nccl without a GPU
-  # (or in a build without NCCL) fails at once, saying why.
-  if $b/bin/actkit dp --model gpt2 --workers 2 --data synthetic --steps 1 --backend mpi 2>$b/backend.err; then
-    echo "an unknown backend must be refused" >&2
-    exit 1
-  fi
-  grep -q -- "--backend" $b/backend.err || { cat $b/backend.err; echo "the refusal must name --backend" >&2; exit 1; }
-  if ! command -v nvidia-smi >/dev/null; then
-    if timeout 120 $b/bin/actkit dp --model gpt2 --layers 1 --hidden 64 --heads 2 --seq-len 32 --workers 2 \
-      --data synthetic --steps 1 --batch 2 --backend nccl 2>$b/nccl.err; then
-      echo "nccl without a GPU must fail" >&2
-      exit 1
-    fi
-    grep -qi "nccl\|GPU" $b/nccl.err || { cat $b/nccl.err; echo "the nccl refusal must say why" >&2; exit 1; }
-  fi
-  if $b/bin/actkit maxbatch --model resnet18 --budget lots 2>/dev/null; then
-    echo "a malformed budget must fail" >&2
-    exit 1
-  fi
-  if $b/bin/actkit train --model no-such-model --train-limit 8 2>/dev/null; then
-    echo "a bad model name must fail" >&2
-    exit 1
   fi
 }
 
@@ -286,6 +296,10 @@ for world in $worlds; do
 
   step "[$world] CLI smoke runs"
   smoke "$b"
+  if [ "$world" = debian ]; then
+    step "[$world] CLI end-to-end runs: bit-for-bit resumes, kernel-shaped links, ResNet-18 data parallel"
+    smoke_long "$b"
+  fi
 done
 
 if [[ " $worlds " == *" debian "* && " $worlds " == *" wheel "* ]]; then

@@ -59,6 +59,7 @@ template <typename In>
 bool entropy_typed(const void* input, int64_t C, int64_t t0, int64_t t1, float* entropy, float* buf) {
   const In* in = static_cast<const In*>(input);
   for (int64_t t = t0; t != t1; ++t) {
+    if (t + 1 != t1) cpu::prefetch_values(in, (t + 1) * C, C);
     if (!token_entropy(cpu::load_floats(in, t * C, C, buf), C, entropy + t)) return false;
   }
   return true;
@@ -232,6 +233,7 @@ bool encode_tokens(const TahEncodeArgs& a, const int64_t* ranks, int64_t t0, int
   const uint64_t* map = reinterpret_cast<const uint64_t*>(a.payload + L.map_offset());
   const float prefilter = outlier_prefilter_factor(a.tau);
   for (int64_t t = t0; t != t1; ++t) {
+    if (t + 1 != t1) cpu::prefetch_values(input, (t + 1) * C, C);
     const float* x = cpu::load_floats(input, t * C, C, s.values);
     const TahTokenBits tb = tah_token_bits(map, ranks, t, L.high_tokens);
     const int bits = tb.high ? L.high_bits : L.low_bits;
