@@ -222,7 +222,7 @@ void add_bench_commands(CLI::App& app) {
   codec->add_option("--threads", args->threads, "Threads for codecs and memcpy (0 = all cores)")
       ->check(kNonNegativeNumber)
       ->capture_default_str();
-  codec->add_option("--min-time", args->min_seconds, "Seconds per measurement")
+  codec->add_option("--min-time", args->min_seconds, "Seconds of repetitions per timed function (copy, encode, decode) of each codec")
       ->check(kPositiveNumber)
       ->capture_default_str();
   codec->callback([args] { run_codec(*args); });

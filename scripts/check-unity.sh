@@ -17,6 +17,8 @@ for unity in "$b"/*/CMakeFiles/*.dir/Unity; do
   target=$(basename "$(dirname "$unity")" .dir)
   first="$unity/unity_0_cxx.cxx"
   [ -f "$first" ] || continue
+  # A target of one batch was compiled as one unit by the build itself.
+  [ -f "$unity/unity_1_cxx.cxx" ] || continue
   all=$(mktemp --suffix=.cxx)
   cat "$unity"/unity_*_cxx.cxx >"$all"
   # The target's compile command for its first batch, retargeted.

@@ -68,57 +68,27 @@ smoke() {
     --max-split 32M --json $b/maxbatch.json --plot $b/maxbatch.svg
   grep -q '"max_batch"' $b/maxbatch.json
   grep -q "<svg" $b/maxbatch.svg
-  # Each level in a child process (what L5 on CUDA needs): the parent merges their results.
-  $b/bin/actkit maxbatch --model resnet18 --image-size 16 --budget 170MiB --levels L0,L5 --limit 8 \
-    --fresh-process --json $b/maxbatch-fresh.json
-  [ "$(grep -c '"level": "L[05]"' $b/maxbatch-fresh.json)" = 2 ]
-  if grep -q '"max_batch": 0,' $b/maxbatch-fresh.json; then
-    echo "a level found no batch that fits" >&2
-    exit 1
-  fi
-  $b/bin/actkit bench swap --dir $b --size 64MiB --repeats 1 --json $b/bench-swap.json
-  grep -q '"read_gbps"' $b/bench-swap.json
-  $b/bin/actkit bench host --device cpu --size 16MiB --chunk 1MiB --repeats 1 --json $b/bench-host.json
-  grep -q '"swapper"' $b/bench-host.json
-  $b/bin/actkit bench alloc --traces resnet18:4:32:L0,resnet18:4:32:L5 --steps 1 --json $b/bench-alloc.json
-  grep -q '"baseline_fragmentation"' $b/bench-alloc.json
   $b/bin/actkit train --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --level L3 --train-limit 64 \
     --batch 8 --save $b/gpt2-pretrained.pt --json $b/train-gpt2.json
   grep -q '"final_validation_loss"' $b/train-gpt2.json
   $b/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
     --micro-batch-size 2 --codec tah --fw-bits 4 --bw-bits 8 --bandwidth 200Mbps --latency 1ms --steps 3 \
     --validation-batches 2 --init $b/gpt2-pretrained.pt --save $b/pipeline-ckpt --json $b/pipeline.json
-  $b/bin/actkit pipeline --stages 4 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 4 \
-    --micro-batch-size 2 --schedule gpipe --codec directq --fw-bits 4 --data synthetic --steps 2 \
-    --validation-batches 1 --init $b/pipeline-ckpt --json $b/pipeline-4.json
-  # AQ-SGD over the fortunes text: 32 examples, a checkpoint after 3 steps, a
-  # resumed run to step 5; m(ξ) on files past a small memory tier.
+  # AQ-SGD over the fortunes text: 32 examples, a checkpoint after 3 steps
+  # (smoke_long resumes it); m(ξ) on files past a small memory tier.
   rm -rf $b/aqsgd-ckpt
   $b/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
     --micro-batch-size 4 --codec aqsgd --fw-bits 2 --bw-bits 8 --train-limit 32 --warmup-epochs 1 --steps 3 \
     --buffer-memory 64KiB --check-buffers --validation-batches 1 --save $b/aqsgd-ckpt --json $b/aqsgd.json
-  $b/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
-    --micro-batch-size 4 --codec aqsgd --fw-bits 2 --bw-bits 8 --train-limit 32 --warmup-epochs 1 --steps 5 \
-    --buffer-memory 64KiB --check-buffers --validation-batches 1 --resume $b/aqsgd-ckpt --json $b/aqsgd-resumed.json
   grep -q '"tier": "both"' $b/aqsgd.json
-  grep -q '"start_step": 3' $b/aqsgd-resumed.json
   # Data-parallel: 1-bit LAMB on the fortunes text over 3 workers, a
-  # checkpoint in the compression stage, and a resumed run to the end.
+  # checkpoint in the compression stage (smoke_long resumes it).
   rm -rf $b/dp-ckpt
   $b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 3 --optimizer onebit-lamb \
     --data fortunes --train-limit 96 --batch 4 --steps 6 --warmup-steps 2 --lr 0.01 --bandwidth 200Mbps \
     --save $b/dp-ckpt --json $b/dp.json
-  $b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 3 --optimizer onebit-lamb \
-    --data fortunes --train-limit 96 --batch 4 --steps 9 --warmup-steps 2 --lr 0.01 --bandwidth 200Mbps \
-    --resume $b/dp-ckpt --json $b/dp-resumed.json
   grep -q '"bytes_per_step_compressed"' $b/dp.json
   grep -q '"val_loss"' $b/dp.json
-  grep -q '"start_step": 6' $b/dp-resumed.json
-  if $b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 2 --data synthetic \
-    --optimizer onebit-lamb --steps 9 --warmup-steps 2 --resume $b/dp-ckpt 2>/dev/null; then
-    echo "a checkpoint of 3 workers must be refused by 2" >&2
-    exit 1
-  fi
   $b/bin/actkit bench allreduce --workers 3 --size 1MiB --iterations 1 --json $b/bench-allreduce.json
   grep -q '"onebit_vs_fp32"' $b/bench-allreduce.json
   # --backend: an unknown name is refused when parsed; nccl without a GPU
@@ -146,13 +116,49 @@ smoke() {
   fi
 }
 
-# smoke_long B: the longer end-to-end runs of the build in folder B: resumes
-# through the CLI that must continue bit for bit, kernel-shaped links, and
-# ResNet-18 data parallel. The Debian world runs them; in the wheel world
-# the same library paths run in its unit tests (DataParallelRanks.*,
-# Pipeline*.*, Comm.*), and repeating them here cost minutes of CI time.
+# smoke_long B: the longer CLI runs of the build in folder B, after smoke B:
+# the benchmarks of the offload and allocator, a level per child process,
+# four GPipe stages, the resumes of smoke's checkpoints and runs that must
+# continue bit for bit, kernel-shaped links, ResNet-18 data parallel. The
+# Debian world runs them; in the wheel world the same library paths run in
+# its unit tests (DataParallelRanks.*, Pipeline*.*, Comm.*, Swapping.*,
+# MaxBatch.*), and repeating them here cost minutes of CI time.
 smoke_long() {
   local b=$1
+  # maxbatch with each level in a child process (what L5 on CUDA needs): the
+  # parent merges their results.
+  $b/bin/actkit maxbatch --model resnet18 --image-size 16 --budget 170MiB --levels L0,L5 --limit 8 \
+    --fresh-process --json $b/maxbatch-fresh.json
+  [ "$(grep -c '"level": "L[05]"' $b/maxbatch-fresh.json)" = 2 ]
+  if grep -q '"max_batch": 0,' $b/maxbatch-fresh.json; then
+    echo "a level found no batch that fits" >&2
+    exit 1
+  fi
+  $b/bin/actkit bench swap --dir $b --size 64MiB --repeats 1 --json $b/bench-swap.json
+  grep -q '"read_gbps"' $b/bench-swap.json
+  $b/bin/actkit bench host --device cpu --size 16MiB --chunk 1MiB --repeats 1 --json $b/bench-host.json
+  grep -q '"swapper"' $b/bench-host.json
+  $b/bin/actkit bench alloc --traces resnet18:4:32:L0,resnet18:4:32:L5 --steps 1 --json $b/bench-alloc.json
+  grep -q '"baseline_fragmentation"' $b/bench-alloc.json
+  # Four stages under GPipe, from the two-stage checkpoint smoke saved.
+  $b/bin/actkit pipeline --stages 4 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 4 \
+    --micro-batch-size 2 --schedule gpipe --codec directq --fw-bits 4 --data synthetic --steps 2 \
+    --validation-batches 1 --init $b/pipeline-ckpt --json $b/pipeline-4.json
+  # The AQ-SGD and data-parallel checkpoints smoke saved, resumed to the end;
+  # a checkpoint of 3 workers refused by 2.
+  $b/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
+    --micro-batch-size 4 --codec aqsgd --fw-bits 2 --bw-bits 8 --train-limit 32 --warmup-epochs 1 --steps 5 \
+    --buffer-memory 64KiB --check-buffers --validation-batches 1 --resume $b/aqsgd-ckpt --json $b/aqsgd-resumed.json
+  grep -q '"start_step": 3' $b/aqsgd-resumed.json
+  $b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 3 --optimizer onebit-lamb \
+    --data fortunes --train-limit 96 --batch 4 --steps 9 --warmup-steps 2 --lr 0.01 --bandwidth 200Mbps \
+    --resume $b/dp-ckpt --json $b/dp-resumed.json
+  grep -q '"start_step": 6' $b/dp-resumed.json
+  if $b/bin/actkit dp --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --workers 2 --data synthetic \
+    --optimizer onebit-lamb --steps 9 --warmup-steps 2 --resume $b/dp-ckpt 2>/dev/null; then
+    echo "a checkpoint of 3 workers must be refused by 2" >&2
+    exit 1
+  fi
   # Data-parallel at L3: a run resumed from a checkpoint continues bit for bit
   # (the level's controller state travels with the optimizer's; with a
   # constant learning rate the checkpointed run's shorter length changes nothing).
@@ -220,10 +226,11 @@ sanitizers() {
     -DACTKIT_BUILD_BENCH=OFF -DACTKIT_BUILD_CLI=OFF -DACTKIT_CUDA_COMPILE_CHECK=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     $(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  cmake --build build-asan --target actkit_tests
+  # Only the files that hold these tests (tests/CMakeLists.txt).
+  cmake --build build-asan --target actkit_sanitizer_tests
   # LibTorch itself is not instrumented and keeps global state alive at exit.
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    build-asan/bin/actkit_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:DirectQ.*:Tah.*:BoundarySerialize.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:StateDict.*:*Policy*:AllocationTrace.*:Layers.*:Fused.*:*Piecewise*:BranchPoint.*:NodeProfile.*:ControllerBudgets.*:Transfers.*:SwapperInFlight.*:BoundaryPayload.*:OneBitCodec.*:CompressedAllreduce.*:DataParallelOptimizer.*:ControllerState.*:*ExampleStore*:AqsgdBoundary.*:PayloadDigests.*:CpuIsa.*'
+    build-asan/bin/actkit_sanitizer_tests --gtest_filter='Serialize.*:Checksum.*:PerGroup.*:DirectQ.*:Tah.*:BoundarySerialize.*:Mask.*:Index.*:BitPack.*:*IoEngine*:*RecordStore*:HostTier.*:StateDict.*:*Policy*:AllocationTrace.*:Layers.*:Fused.*:*Piecewise*:BranchPoint.*:NodeProfile.*:ControllerBudgets.*:Transfers.*:SwapperInFlight.*:BoundaryPayload.*:OneBitCodec.*:CompressedAllreduce.*:DataParallelOptimizer.*:ControllerState.*:*ExampleStore*:AqsgdBoundary.*:PayloadDigests.*:CpuIsa.*'
 }
 
 # downstream B PREFIX_PATH: a project built against the package installed from B.
@@ -297,7 +304,7 @@ for world in $worlds; do
   step "[$world] CLI smoke runs"
   smoke "$b"
   if [ "$world" = debian ]; then
-    step "[$world] CLI end-to-end runs: bit-for-bit resumes, kernel-shaped links, ResNet-18 data parallel"
+    step "[$world] the longer CLI runs: offload and allocator benchmarks, resumes, kernel-shaped links, ResNet-18 dp"
     smoke_long "$b"
   fi
 done

@@ -196,10 +196,9 @@ ACTKIT_CPU_INLINE int64_t unpack_octets(const uint8_t* in, int64_t count, int bi
 
 // Whether codes of `bits` bits (1..8) fill whole bytes: bits is a power of
 // two. These tests and the counts below are masks and shifts, not divisions
-// by the run-time width: pack_codes runs once per group or tile, and on a
-// Cascade Lake Xeon the three integer divisions it made cost more than
-// unpacking a 64-value tile (a 64-bit idiv takes 40-90 cycles there; TAH
-// decode went from 7 to 10.6 GB/s without them).
+// by the run-time width: these run once per group or tile, and on a Cascade
+// Lake Xeon the three integer divisions they made (two 32-bit, one 64-bit:
+// 40-90 cycles) were the hottest instructions of TAH-Quant's decode.
 ACTKIT_CPU_INLINE bool fills_whole_bytes(int bits) { return (bits & (bits - 1)) == 0; }
 
 // log2 of the codes per byte when fills_whole_bytes(bits): 3, 2, 1, 0.

@@ -81,9 +81,9 @@ ACTKIT_CPU_INLINE const float* load_floats(const In* input, int64_t start, int64
 // time. Prefetching the next one while this one is computed hides it.
 template <typename In>
 ACTKIT_CPU_INLINE void prefetch_values(const In* input, int64_t start, int64_t len) {
-  const char* p = reinterpret_cast<const char*>(input + start);
-  const char* end = reinterpret_cast<const char*>(input + start + len);
-  for (; p < end; p += 64) __builtin_prefetch(p, 0, 3);
+  const char* base = reinterpret_cast<const char*>(input + start);
+  const int64_t bytes = len * int64_t(sizeof(In));
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(base + off, 0, 3);
 }
 
 }  // namespace actkit::kernels::cpu

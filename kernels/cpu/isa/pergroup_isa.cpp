@@ -97,6 +97,7 @@ constexpr int64_t kChunkGroups = 4;
 
 template <typename In>
 EncodeStatus encode_groups(const PerGroupEncodeArgs& a, int64_t g0, int64_t g1) {
+  if (g0 >= g1) return EncodeStatus::kOk;
   const PerGroupLayout& L = a.layout;
   const int64_t gps = L.groups_per_sample();
   const In* input = static_cast<const In*>(a.input);
@@ -171,6 +172,7 @@ EncodeStatus encode_groups(const PerGroupEncodeArgs& a, int64_t g0, int64_t g1) 
 
 template <typename Out>
 void decode_groups(const PerGroupDecodeArgs& a, int64_t g0, int64_t g1) {
+  if (g0 >= g1) return;
   const PerGroupLayout& L = a.layout;
   const int64_t gps = L.groups_per_sample();
   Out* output = static_cast<Out*>(a.output);

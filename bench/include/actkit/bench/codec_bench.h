@@ -25,7 +25,7 @@ struct CodecBenchConfig {
   // in 2..8; none when the input is smaller than one 768-channel token.
   std::vector<int> boundary_bits = {2, 3, 4, 8};
   int threads = 0;                  // 0: all cores
-  double min_seconds = 0.5;         // per measurement
+  double min_seconds = 0.5;         // per timed function: a codec's rounds last 3x this (copy, encode, decode)
   uint64_t seed = 1;
 };
 
@@ -61,8 +61,8 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config);
 void parallel_memcpy(void* dst, const void* src, size_t bytes);
 
 // Best (shortest) wall time in seconds of each of `fns`, run in turn: each
-// round calls every function once, in order, and rounds go on until each
-// function's share of the time reaches `min_seconds` (at least 3 rounds),
+// round calls every function once, in order, and rounds go on until they add
+// up to N * min_seconds (at least 3 rounds),
 // after one warm-up round (first-touch page faults, caches, the thread pool's
 // start). A baseline timed in turn with the code compared to it runs under
 // the same machine conditions: on a shared machine memcpy alone moved between
