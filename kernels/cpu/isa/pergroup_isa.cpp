@@ -120,12 +120,13 @@ EncodeStatus encode_groups(const PerGroupEncodeArgs& a, int64_t g0, int64_t g1) 
                            (L.sample_size - last_start < L.group_size ? L.sample_size - last_start : L.group_size);
   for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
     const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
-    // The next chunk's values (groups are consecutive in memory), while this
-    // one is coded.
+    // The next chunk's values (groups are consecutive in memory), a group's
+    // worth beside each group's codes.
     const int64_t next = pos.sample * L.sample_size + pos.group * L.group_size + chunk * L.group_size;
-    if (next < end_elem) {
-      cpu::prefetch_values(input, next, chunk * L.group_size < end_elem - next ? chunk * L.group_size : end_elem - next);
-    }
+    cpu::Prefetcher prefetch =
+        next < end_elem
+            ? cpu::prefetch_values(input, next, chunk * L.group_size < end_elem - next ? chunk * L.group_size : end_elem - next)
+            : cpu::Prefetcher();
     const float* xs[kChunkGroups];
     int64_t lens[kChunkGroups];
     int64_t samples[kChunkGroups];
@@ -159,6 +160,7 @@ EncodeStatus encode_groups(const PerGroupEncodeArgs& a, int64_t g0, int64_t g1) 
     }
     for (int64_t g = c0; g < c1; ++g) {
       const int64_t i = g - c0;
+      prefetch.advance(L.group_size * int64_t(sizeof(In)));
       if (lens[i] == 0) continue;
       const int64_t n = samples[i];
       const int bits = L.bits(n);

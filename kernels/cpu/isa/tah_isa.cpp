@@ -30,8 +30,11 @@ ACTKIT_CPU_INLINE bool has_non_finite(const float* a, int64_t C) {
 }
 
 // Entropy of one token in the order of tah_math.h (32 lane sums, then the
-// butterfly). Returns false when the token holds NaN or Inf.
-ACTKIT_CPU_INLINE bool token_entropy(const float* a, int64_t C, float* out) {
+// butterfly), its input read as In; `next` prefetches the next token, a
+// slice beside each slice of the entropy terms. Returns false when the token
+// holds NaN or Inf.
+template <typename In>
+ACTKIT_CPU_INLINE bool token_entropy(const float* a, int64_t C, cpu::Prefetcher& next, float* out) {
   alignas(64) float acc[kTahLanes] = {};
   int64_t k = 0;
   for (; k + kTahLanes <= C; k += kTahLanes) {
@@ -49,8 +52,10 @@ ACTKIT_CPU_INLINE bool token_entropy(const float* a, int64_t C, float* out) {
   for (k = 0; k + kTahLanes <= C; k += kTahLanes) {
 #pragma omp simd
     for (int l = 0; l < kTahLanes; ++l) ent[l] = add_rn(ent[l], tah_entropy_term(a[k + l], inv_l1));
+    next.advance(kTahLanes * int64_t(sizeof(In)));
   }
   for (int l = 0; k + l < C; ++l) ent[l] = add_rn(ent[l], tah_entropy_term(a[k + l], inv_l1));
+  next.finish();
   *out = tah_entropy_from_sum(tah_lane_total(ent));
   return true;
 }
@@ -59,8 +64,8 @@ template <typename In>
 bool entropy_typed(const void* input, int64_t C, int64_t t0, int64_t t1, float* entropy, float* buf) {
   const In* in = static_cast<const In*>(input);
   for (int64_t t = t0; t != t1; ++t) {
-    if (t + 1 != t1) cpu::prefetch_values(in, (t + 1) * C, C);
-    if (!token_entropy(cpu::load_floats(in, t * C, C, buf), C, entropy + t)) return false;
+    cpu::Prefetcher next = t + 1 != t1 ? cpu::prefetch_values(in, (t + 1) * C, C) : cpu::Prefetcher();
+    if (!token_entropy<In>(cpu::load_floats(in, t * C, C, buf), C, next, entropy + t)) return false;
   }
   return true;
 }
@@ -182,13 +187,15 @@ ACTKIT_CPU_INLINE void tile_codes_stochastic(const float* y, const TahTileParams
   }
 }
 
-// Encodes token t (values x) at `bits`, each step over all of the token's
-// tiles before the next (extremes, outlier tests, quantizer and codes):
-// the tiles are independent, so the long chains of dependent operations in
-// each step overlap across tiles. Returns false when a tile's zero or scale
-// does not fit fp16.
-template <int G>
-ACTKIT_CPU_INLINE bool encode_token(const float* x, int64_t t, int bits, const TahEncodeArgs& a, float prefilter, const cpu::TahScratch& s) {
+// Encodes token t (values x, read as In) at `bits`, each step over all of
+// the token's tiles before the next (extremes, outlier tests, quantizer and
+// codes): the tiles are independent, so the long chains of dependent
+// operations in each step overlap across tiles. `next` prefetches the next
+// token, a tile's worth beside each tile's codes. Returns false when a
+// tile's zero or scale does not fit fp16.
+template <typename In, int G>
+ACTKIT_CPU_INLINE bool encode_token(const float* x, int64_t t, int bits, const TahEncodeArgs& a, float prefilter,
+                                    const cpu::TahScratch& s, cpu::Prefetcher& next) {
   const TahLayout& L = a.layout;
   const int64_t K = L.channels / G;  // tiles per token; G is a constant, so a shift
   for (int64_t j = 0; j < K; ++j) {
@@ -205,6 +212,7 @@ ACTKIT_CPU_INLINE bool encode_token(const float* x, int64_t t, int bits, const T
   uint8_t* pivots = a.payload + L.pivots_offset() + first;
   uint8_t* flags = a.payload + L.flags_offset();
   for (int64_t j = 0; j < K; ++j) {
+    next.advance(G * int64_t(sizeof(In)));
     TahTileParams p;
     if (!tah_tile_params(s.mn[j], s.mx[j], bits, &p)) return false;
     const bool transformed = s.pivot[j] >= 0;
@@ -233,11 +241,11 @@ bool encode_tokens(const TahEncodeArgs& a, const int64_t* ranks, int64_t t0, int
   const uint64_t* map = reinterpret_cast<const uint64_t*>(a.payload + L.map_offset());
   const float prefilter = outlier_prefilter_factor(a.tau);
   for (int64_t t = t0; t != t1; ++t) {
-    if (t + 1 != t1) cpu::prefetch_values(input, (t + 1) * C, C);
+    cpu::Prefetcher next = t + 1 != t1 ? cpu::prefetch_values(input, (t + 1) * C, C) : cpu::Prefetcher();
     const float* x = cpu::load_floats(input, t * C, C, s.values);
     const TahTokenBits tb = tah_token_bits(map, ranks, t, L.high_tokens);
     const int bits = tb.high ? L.high_bits : L.low_bits;
-    if (!encode_token<G>(x, t, bits, a, prefilter, s)) return false;
+    if (!encode_token<In, G>(x, t, bits, a, prefilter, s, next)) return false;
     // A token's codes are whole bytes of their own.
     cpu::pack_codes(s.q, C, bits, a.payload + L.token_codes_offset(t, tb.rank), 0);
   }
