@@ -381,3 +381,39 @@ TEST(CpuIsa, PerGroupNoiseFollowsTheIndexAcrossTheLowWordWrap) {
     }
   }
 }
+
+// Every path unpacks codes of every width to the bits of the stream: runs of
+// all lengths around the eight-octet steps of the AVX-512 unpack, starting on
+// a byte or not, from a stream buffer that ends at the run's last byte (the
+// vector loads must not read past it) into an output with guard bytes.
+TEST(CpuIsa, UnpackOfEveryWidthReadsTheStreamBits) {
+  std::mt19937 rng(23);
+  for (int bits = 1; bits <= 8; ++bits) {
+    for (int64_t begin : {0, 5, 8, 64}) {
+      for (int64_t len : {0, 1, 7, 8, 9, 56, 63, 64, 65, 71, 72, 128, 511, 512, 513, 1029}) {
+        const int64_t end_bit = (begin + len) * bits;
+        std::vector<uint8_t> stream(size_t((end_bit + 7) / 8));
+        for (auto& b : stream) b = uint8_t(rng());
+        std::vector<uint8_t> want(size_t(begin + len), 0xa5);
+        for (int64_t i = begin; i < begin + len; ++i) {
+          uint32_t code = 0;
+          for (int b = 0; b < bits; ++b) {
+            const int64_t s = i * bits + b;
+            code |= uint32_t((stream[size_t(s / 8)] >> (s % 8)) & 1u) << b;
+          }
+          want[size_t(i)] = uint8_t(code);
+        }
+        for (k::CpuIsa isa : kAll) {
+          if (!k::cpu_isa_supported(isa)) continue;
+          std::vector<uint8_t> got(size_t(begin + len) + 64, 0xa5);
+          table(isa).bitfield_decode(stream.data(), begin, len, bits, got.data(), k::IntType::kUInt8);
+          ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin()))
+              << k::cpu_isa_name(isa) << " bits " << bits << " begin " << begin << " len " << len;
+          for (size_t g = want.size(); g < got.size(); ++g) {
+            ASSERT_EQ(got[g], 0xa5) << k::cpu_isa_name(isa) << " wrote past the run: bits " << bits << " len " << len;
+          }
+        }
+      }
+    }
+  }
+}

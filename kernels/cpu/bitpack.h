@@ -5,11 +5,15 @@
 //
 // On byte-aligned runs, the 1/2/4/8-bit cases are word-wide shifts the
 // compiler vectorizes, and the 3/5/6/7-bit cases move eight codes (b whole
-// bytes) at a time; everything else goes through a bit accumulator.
+// bytes) at a time, and unpack eight such octets per vector step where
+// there is AVX-512; everything else goes through a bit accumulator.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
 
 #include "actkit/kernels/common.h"
 
@@ -105,9 +109,10 @@ ACTKIT_CPU_INLINE uint64_t gather_octet(uint64_t w) {
   return (w & k4) | ((w >> (32 - 4 * B)) & (k4 << (4 * B)));
 }
 
-// The inverse: the low 8B bits of v spread to one B-bit code per byte.
-template <int B>
-ACTKIT_CPU_INLINE uint64_t spread_octet(uint64_t v) {
+// The inverse: the low 8B bits of v spread to one B-bit code per byte; the
+// bits above them are dropped. Word is uint64_t or a vector of them.
+template <int B, typename Word = uint64_t>
+ACTKIT_CPU_INLINE Word spread_octet(Word v) {
   constexpr uint64_t k1 = lane_mask(16, B);
   constexpr uint64_t k2 = lane_mask(32, 2 * B);
   constexpr uint64_t k4 = lane_mask(64, 4 * B);
@@ -119,7 +124,8 @@ ACTKIT_CPU_INLINE uint64_t spread_octet(uint64_t v) {
 // Octets go through a small buffer of 64-bit words, kOctetBlock at a time:
 // the merging (or spreading) shifts run as a vector loop over the words, and
 // only the B-byte stores (or loads) at stride B, which no vector instruction
-// the compiler emits can do, stay scalar.
+// the compiler emits can do, stay scalar. (The AVX-512 unpack below loads
+// them with a masked load and a word permute.)
 constexpr int64_t kOctetBlock = 64;
 
 template <int B>
@@ -145,8 +151,50 @@ ACTKIT_CPU_INLINE void pack_octets(const uint8_t* codes, int64_t groups, uint8_t
   }
 }
 
+#if defined(__AVX512BW__)
+// Eight octets per step in one 512-bit vector, for unpack_octets: octet k
+// starts at byte Bk, so a word permute brings words Bk/2 .. Bk/2 + 3 into
+// 64-bit lane k, a shift by 8 (Bk mod 2) bits puts the octet at the lane's
+// bottom with 56 or more of its bits there (8B <= 56), and the spread runs
+// on all eight lanes. The load is masked to the 8B bytes of the step, so
+// it reads nothing past the run. Returns the octets done: groups rounded
+// down to a multiple of 8. (VBMI's byte permute would do it in one step,
+// but Skylake-X and Cascade Lake have only the word one.)
+template <int B>
+ACTKIT_CPU_INLINE int64_t unpack_octets_by_eight(const uint8_t* in, int64_t groups, uint8_t* codes) {
+  typedef uint64_t Lanes __attribute__((vector_size(64)));
+  // Lane k's four word indices, and its shift.
+  constexpr auto words_of = [](int k) {
+    const uint64_t w = uint64_t(B * k / 2);
+    return (long long)(w | (w + 1) << 16 | (w + 2) << 32 | (w + 3) << 48);
+  };
+  constexpr auto shift_of = [](int k) { return uint64_t(8 * ((B * k) & 1)); };
+  const __m512i words = _mm512_set_epi64(words_of(7), words_of(6), words_of(5), words_of(4), words_of(3), words_of(2),
+                                         words_of(1), words_of(0));
+  // A vector shift rather than _mm512_srlv_epi64, whose undefined pass-through
+  // operand GCC 12 reports as uninitialized.
+  const Lanes shifts = {shift_of(0), shift_of(1), shift_of(2), shift_of(3),
+                        shift_of(4), shift_of(5), shift_of(6), shift_of(7)};
+  const __mmask64 step_bytes = (~__mmask64(0)) >> (64 - 8 * B);
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    const __m512i raw = _mm512_maskz_loadu_epi8(step_bytes, in + B * g);
+    const Lanes lanes = reinterpret_cast<Lanes>(_mm512_permutexvar_epi16(words, raw)) >> shifts;
+    const Lanes spread = spread_octet<B>(lanes);
+    _mm512_storeu_si512(codes + 8 * g, reinterpret_cast<__m512i>(spread));
+  }
+  return g;
+}
+#endif
+
 template <int B>
 ACTKIT_CPU_INLINE void unpack_octets(const uint8_t* in, int64_t groups, uint8_t* codes) {
+#if defined(__AVX512BW__)
+  const int64_t done = unpack_octets_by_eight<B>(in, groups, codes);
+  in += B * done;
+  groups -= done;
+  codes += 8 * done;
+#endif
   const int64_t whole = groups > 8 / B + 1 ? groups - (8 / B + 1) : 0;
   alignas(64) uint64_t v[kOctetBlock];
   for (int64_t g0 = 0; g0 < groups; g0 += kOctetBlock) {
