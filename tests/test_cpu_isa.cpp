@@ -12,7 +12,11 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "actkit/kernels/cpu_isa.h"
 #include "actkit/kernels/directq_math.h"
@@ -382,18 +386,49 @@ TEST(CpuIsa, PerGroupNoiseFollowsTheIndexAcrossTheLowWordWrap) {
   }
 }
 
+namespace {
+
+// n bytes whose last one sits just before an inaccessible page: a read past
+// them faults.
+class BytesBeforeAGuardPage {
+ public:
+  explicit BytesBeforeAGuardPage(size_t n) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    span_ = (n + page - 1) / page * page + page;
+    void* p = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+    base_ = static_cast<uint8_t*>(p);
+    if (mprotect(base_ + span_ - page, page, PROT_NONE) != 0) throw std::runtime_error("mprotect failed");
+    data_ = base_ + span_ - page - n;
+  }
+  ~BytesBeforeAGuardPage() { munmap(base_, span_); }
+  BytesBeforeAGuardPage(const BytesBeforeAGuardPage&) = delete;
+  BytesBeforeAGuardPage& operator=(const BytesBeforeAGuardPage&) = delete;
+  uint8_t* data() { return data_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t span_ = 0;
+};
+
+}  // namespace
+
 // Every path unpacks codes of every width to the bits of the stream: runs of
 // all lengths around the eight-octet steps of the AVX-512 unpack, starting on
-// a byte or not, from a stream buffer that ends at the run's last byte (the
-// vector loads must not read past it) into an output with guard bytes.
+// a byte or not, from a stream whose last byte is the last before a guard
+// page (a vector load that reads past the run faults) into an output with
+// guard bytes.
 TEST(CpuIsa, UnpackOfEveryWidthReadsTheStreamBits) {
   std::mt19937 rng(23);
   for (int bits = 1; bits <= 8; ++bits) {
     for (int64_t begin : {0, 5, 8, 64}) {
       for (int64_t len : {0, 1, 7, 8, 9, 56, 63, 64, 65, 71, 72, 128, 511, 512, 513, 1029}) {
         const int64_t end_bit = (begin + len) * bits;
-        std::vector<uint8_t> stream(size_t((end_bit + 7) / 8));
-        for (auto& b : stream) b = uint8_t(rng());
+        const size_t stream_bytes = size_t((end_bit + 7) / 8);
+        BytesBeforeAGuardPage guarded(stream_bytes);
+        uint8_t* stream = guarded.data();
+        for (size_t b = 0; b < stream_bytes; ++b) stream[b] = uint8_t(rng());
         std::vector<uint8_t> want(size_t(begin + len), 0xa5);
         for (int64_t i = begin; i < begin + len; ++i) {
           uint32_t code = 0;
@@ -406,7 +441,7 @@ TEST(CpuIsa, UnpackOfEveryWidthReadsTheStreamBits) {
         for (k::CpuIsa isa : kAll) {
           if (!k::cpu_isa_supported(isa)) continue;
           std::vector<uint8_t> got(size_t(begin + len) + 64, 0xa5);
-          table(isa).bitfield_decode(stream.data(), begin, len, bits, got.data(), k::IntType::kUInt8);
+          table(isa).bitfield_decode(stream, begin, len, bits, got.data(), k::IntType::kUInt8);
           ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin()))
               << k::cpu_isa_name(isa) << " bits " << bits << " begin " << begin << " len " << len;
           for (size_t g = want.size(); g < got.size(); ++g) {

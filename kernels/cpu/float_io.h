@@ -85,27 +85,28 @@ ACTKIT_CPU_INLINE const float* load_floats(const In* input, int64_t start, int64
 // Xeon). So the caller advances it as it consumes its own data.
 class Prefetcher {
  public:
-  Prefetcher() = default;
+  ACTKIT_CPU_INLINE Prefetcher() = default;
   // The range [begin, begin + bytes); nothing when bytes <= 0.
-  Prefetcher(const void* begin, int64_t bytes)
+  ACTKIT_CPU_INLINE Prefetcher(const void* begin, int64_t bytes)
       : next_(reinterpret_cast<uintptr_t>(begin) & ~uintptr_t(kLine - 1)),
-        end_(bytes > 0 ? reinterpret_cast<uintptr_t>(begin) + uintptr_t(bytes) : next_) {}
+        asked_(reinterpret_cast<uintptr_t>(begin)),
+        end_(bytes > 0 ? asked_ + uintptr_t(bytes) : asked_) {}
 
-  // Asks for the lines of the next `bytes` (>= 0) bytes of the range.
+  // Asks for the lines of the next `bytes` (>= 0) bytes of the range: after
+  // advances that add up to the range's length, every line of it was asked
+  // for, whatever the range's alignment.
   ACTKIT_CPU_INLINE void advance(int64_t bytes) {
-    if (next_ >= end_) return;
-    const uintptr_t stop = end_ - next_ < uintptr_t(bytes) ? end_ : next_ + uintptr_t(bytes);
-    for (; next_ < stop; next_ += kLine) __builtin_prefetch(reinterpret_cast<const void*>(next_), 0, 3);
+    asked_ = end_ - asked_ < uintptr_t(bytes) ? end_ : asked_ + uintptr_t(bytes);
+    for (; next_ < asked_; next_ += kLine) __builtin_prefetch(reinterpret_cast<const void*>(next_), 0, 3);
   }
 
   // Asks for whatever of the range is left.
-  ACTKIT_CPU_INLINE void finish() {
-    if (next_ < end_) advance(int64_t(end_ - next_));
-  }
+  ACTKIT_CPU_INLINE void finish() { advance(int64_t(end_ - asked_)); }
 
  private:
   static constexpr uintptr_t kLine = 64;
-  uintptr_t next_ = 0;  // the next line to ask for; next_ >= end_ once all were
+  uintptr_t next_ = 0;   // the next line to ask for (line-aligned)
+  uintptr_t asked_ = 0;  // the end of the bytes asked for so far; asked_ <= end_
   uintptr_t end_ = 0;
 };
 

@@ -104,9 +104,8 @@ template <bool kPerChannel, bool kStochastic, bool kFull>
 ACTKIT_CPU_INLINE void quantize_run(const float* x, int64_t len, int64_t start, const float* inv, int64_t C,
                                     float top, RngKey key, uint8_t* codes) {
   if constexpr (kStochastic) {
-    const uint64_t to_wrap = (uint64_t(1) << 32) - uint32_t(uint64_t(start));
-    if (uint64_t(len) > to_wrap) {
-      const int64_t first = int64_t(to_wrap);
+    const int64_t first = counters_before_wrap(uint64_t(start), len);
+    if (first < len) {
       quantize_piece<kPerChannel, kStochastic, kFull>(x, first, start, inv, C, top, key, codes);
       quantize_piece<kPerChannel, kStochastic, kFull>(x + first, len - first, start + first, inv, C, top, key,
                                                       codes + first);

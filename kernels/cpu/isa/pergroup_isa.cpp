@@ -72,13 +72,12 @@ ACTKIT_CPU_INLINE void quantize_run(const float* x, uint32_t len, uint32_t k0, u
 ACTKIT_CPU_INLINE void quantize_group(const float* x, int64_t len, int bits, const GroupMeta& gm, RngKey key,
                                       uint64_t first_index, uint8_t* codes, int64_t bit_pos, uint8_t* scratch) {
   const float top = float(max_code(bits));
-  // The 64-bit element index split once. The low word wraps at most once in
-  // a group (len <= kMaxGroupSize): the group is cut there into two runs,
-  // each under one high word.
+  // The 64-bit element index split once; the group is cut where its low
+  // word wraps (at most once: len <= kMaxGroupSize) into two runs, each under
+  // one high word.
   const uint32_t lo0 = uint32_t(first_index);
   const uint32_t hi0 = uint32_t(first_index >> 32);
-  const uint64_t to_wrap = (uint64_t(1) << 32) - lo0;
-  const uint32_t first = uint32_t(uint64_t(len) < to_wrap ? uint64_t(len) : to_wrap);
+  const uint32_t first = uint32_t(counters_before_wrap(first_index, len));
   quantize_run(x, first, key.k0, lo0, counter_high_mix(key, hi0), gm.zero, gm.scale, top, scratch);
   if (first < len) {
     quantize_run(x + first, uint32_t(len - first), key.k0, 0u, counter_high_mix(key, hi0 + 1u), gm.zero, gm.scale, top,

@@ -2,7 +2,9 @@
 // quantizer, and for an outlier tile the inverse transform and pivot swap.
 // Built with 256-bit vectors preferred on every path (kernels/CMakeLists.txt):
 // on the build machine its AVX-512 build decoded at 23 GB/s with 512-bit
-// loops against 29-30 GB/s with 256-bit ones.
+// loops against 29-30 GB/s with 256-bit ones. The preference covers the
+// loops the compiler vectorizes; the 3/5/6/7-bit unpack of bitpack.h and
+// the in-register transform of tah_math.h use 512-bit vectors there by hand.
 #include <cstdint>
 
 #include "actkit/kernels/tah_math.h"

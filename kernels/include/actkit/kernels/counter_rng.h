@@ -41,6 +41,15 @@ ACTKIT_HD uint32_t fmix32(uint32_t h) {
 // most once in a run) instead of one multiply per element.
 ACTKIT_HD uint32_t counter_high_mix(RngKey key, uint32_t hi) { return key.k1 ^ (hi * 0x9e3779b9u); }
 
+// How many of the `len` (>= 0) elements start, start + 1, ... share start's
+// high word: all of them, or those before the low word wraps. A CPU loop
+// over a run keeps its counters in 32-bit lanes under one high word, so a
+// run is cut there; a run of at most 2^32 elements is cut at most once.
+ACTKIT_HD int64_t counters_before_wrap(uint64_t start, int64_t len) {
+  const uint64_t to_wrap = (uint64_t(1) << 32) - uint32_t(start);
+  return uint64_t(len) < to_wrap ? len : int64_t(to_wrap);
+}
+
 // 32 random bits for element (hi:lo), given counter_high_mix(key, hi).
 ACTKIT_HD uint32_t counter_hash_mixed(uint32_t k0, uint32_t lo, uint32_t high_mix) {
   return fmix32(fmix32(lo ^ k0) ^ high_mix);
