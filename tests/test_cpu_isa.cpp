@@ -452,3 +452,42 @@ TEST(CpuIsa, UnpackOfEveryWidthReadsTheStreamBits) {
     }
   }
 }
+
+// Every path packs codes of every width into exactly the run's bits: the
+// stream's other bits (random, in the bytes shared with the run's
+// neighbours too) stay as they were, and its last byte is the last before a
+// guard page (a vector store past the run faults).
+TEST(CpuIsa, PackOfEveryWidthWritesOnlyTheRunsBits) {
+  std::mt19937 rng(29);
+  for (int bits = 1; bits <= 8; ++bits) {
+    for (int64_t begin : {0, 5, 8, 64}) {
+      for (int64_t len : {0, 1, 7, 8, 9, 56, 63, 64, 65, 71, 72, 128, 511, 512, 513, 1029}) {
+        const int64_t end_bit = (begin + len) * bits;
+        const size_t stream_bytes = size_t((end_bit + 7) / 8);
+        std::vector<uint8_t> codes(size_t(begin + len));
+        for (auto& c : codes) c = uint8_t(rng() & ((1u << bits) - 1));
+        // The stream before packing: random, with the run's bits cleared
+        // (pack_codes ORs the bytes it shares with neighbouring runs).
+        std::vector<uint8_t> before(stream_bytes);
+        for (auto& b : before) b = uint8_t(rng());
+        for (int64_t s = begin * bits; s < end_bit; ++s) before[size_t(s / 8)] &= uint8_t(~(1u << (s % 8)));
+        std::vector<uint8_t> want = before;
+        for (int64_t i = begin; i < begin + len; ++i) {
+          for (int b = 0; b < bits; ++b) {
+            const int64_t s = i * bits + b;
+            want[size_t(s / 8)] |= uint8_t(((codes[size_t(i)] >> b) & 1u) << (s % 8));
+          }
+        }
+        for (k::CpuIsa isa : kAll) {
+          if (!k::cpu_isa_supported(isa)) continue;
+          BytesBeforeAGuardPage guarded(stream_bytes);
+          uint8_t* stream = guarded.data();
+          std::copy(before.begin(), before.end(), stream);
+          ASSERT_TRUE(table(isa).bitfield_encode(codes.data(), k::IntType::kUInt8, begin, len, bits, stream));
+          ASSERT_TRUE(std::equal(want.begin(), want.end(), stream))
+              << k::cpu_isa_name(isa) << " bits " << bits << " begin " << begin << " len " << len;
+        }
+      }
+    }
+  }
+}

@@ -5,8 +5,8 @@
 //
 // On byte-aligned runs, the 1/2/4/8-bit cases are word-wide shifts the
 // compiler vectorizes, and the 3/5/6/7-bit cases move eight codes (b whole
-// bytes) at a time, and unpack eight such octets per vector step where
-// there is AVX-512; everything else goes through a bit accumulator.
+// bytes) at a time, and pack and unpack eight such octets per vector step
+// where there is AVX-512; everything else goes through a bit accumulator.
 #pragma once
 
 #include <cstdint>
@@ -97,10 +97,11 @@ constexpr uint64_t lane_mask(int lane, int width) {
   return m;
 }
 
-// Eight B-bit codes, one per byte of w, merged into the low 8B bits: pairs
-// of neighbours first (each 16-bit lane), then pairs of pairs, then halves.
-template <int B>
-ACTKIT_CPU_INLINE uint64_t gather_octet(uint64_t w) {
+// Eight B-bit codes, one per byte of w, merged into the low 8B bits (the
+// bits above them zero): pairs of neighbours first (each 16-bit lane), then
+// pairs of pairs, then halves. Word is uint64_t or a vector of them.
+template <int B, typename Word = uint64_t>
+ACTKIT_CPU_INLINE Word gather_octet(Word w) {
   constexpr uint64_t k1 = lane_mask(16, B);
   constexpr uint64_t k2 = lane_mask(32, 2 * B);
   constexpr uint64_t k4 = lane_mask(64, 4 * B);
@@ -124,12 +125,84 @@ ACTKIT_CPU_INLINE Word spread_octet(Word v) {
 // Octets go through a small buffer of 64-bit words, kOctetBlock at a time:
 // the merging (or spreading) shifts run as a vector loop over the words, and
 // only the B-byte stores (or loads) at stride B, which no vector instruction
-// the compiler emits can do, stay scalar. (The AVX-512 unpack below loads
-// them with a masked load and a word permute.)
+// the compiler emits can do, stay scalar. (The AVX-512 paths below move
+// them with masked loads and stores and word permutes.)
 constexpr int64_t kOctetBlock = 64;
+
+#if defined(__AVX512BW__)
+// For pack_octets_by_eight: the word of the lanes (lane k's words are 4k ..
+// 4k + 3) that output word j takes from the lanes of parity `parity`, or -1.
+// Lane k, shifted left by 8 (Bk mod 2) bits, holds octet k in the bytes it
+// fills in its window of words Bk/2 ..; windows of the lanes of one parity
+// do not overlap (they start B words apart), so each of the two permutes
+// takes every word from at most one lane, and a word that straddles two
+// octets (odd B) gets one byte from each permute.
+template <int B>
+constexpr int octet_source_word(int parity, int j) {
+  for (int k = parity; k < 8; k += 2) {
+    const int first = B * k / 2;
+    const int words = ((B * k & 1) + B + 1) / 2;
+    if (j >= first && j < first + words) return 4 * k + (j - first);
+  }
+  return -1;
+}
+
+// Four consecutive entries (from output word 4L) of that table, as a lane.
+template <int B>
+constexpr long long octet_source_lane(int parity, int L) {
+  uint64_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int w = octet_source_word<B>(parity, 4 * L + i);
+    v |= uint64_t(w < 0 ? 0 : w) << (16 * i);
+  }
+  return (long long)v;
+}
+
+template <int B>
+constexpr uint32_t octet_source_mask(int parity) {
+  uint32_t m = 0;
+  for (int j = 0; j < 32; ++j) m |= octet_source_word<B>(parity, j) >= 0 ? uint32_t(1) << j : 0u;
+  return m;
+}
+
+// The inverse of unpack_octets_by_eight: eight octets per step, gathered in
+// 64-bit lanes, each shifted to its byte parity, moved to their words by two
+// zero-masking word permutes (even lanes, odd lanes) and OR-ed, then stored
+// with a byte mask of exactly 8B bytes. Returns the octets done.
+template <int B>
+ACTKIT_CPU_INLINE int64_t pack_octets_by_eight(const uint8_t* codes, int64_t groups, uint8_t* out) {
+  typedef uint64_t Lanes __attribute__((vector_size(64)));
+  const Lanes shifts = {0, 8 * ((B * 1) & 1), 0, 8 * ((B * 3) & 1), 0, 8 * ((B * 5) & 1), 0, 8 * ((B * 7) & 1)};
+  const __m512i even_words = _mm512_set_epi64(
+      octet_source_lane<B>(0, 7), octet_source_lane<B>(0, 6), octet_source_lane<B>(0, 5), octet_source_lane<B>(0, 4),
+      octet_source_lane<B>(0, 3), octet_source_lane<B>(0, 2), octet_source_lane<B>(0, 1), octet_source_lane<B>(0, 0));
+  const __m512i odd_words = _mm512_set_epi64(
+      octet_source_lane<B>(1, 7), octet_source_lane<B>(1, 6), octet_source_lane<B>(1, 5), octet_source_lane<B>(1, 4),
+      octet_source_lane<B>(1, 3), octet_source_lane<B>(1, 2), octet_source_lane<B>(1, 1), octet_source_lane<B>(1, 0));
+  constexpr __mmask32 even_mask = octet_source_mask<B>(0);
+  constexpr __mmask32 odd_mask = octet_source_mask<B>(1);
+  const __mmask64 step_bytes = (~__mmask64(0)) >> (64 - 8 * B);
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    Lanes w;
+    std::memcpy(&w, codes + 8 * g, sizeof w);
+    const __m512i lanes = reinterpret_cast<__m512i>(gather_octet<B>(w) << shifts);
+    const __m512i even = _mm512_maskz_permutexvar_epi16(even_mask, even_words, lanes);
+    const __m512i odd = _mm512_maskz_permutexvar_epi16(odd_mask, odd_words, lanes);
+    _mm512_mask_storeu_epi8(out + B * g, step_bytes, _mm512_or_si512(even, odd));
+  }
+  return g;
+}
+#endif
 
 template <int B>
 ACTKIT_CPU_INLINE void pack_octets(const uint8_t* codes, int64_t groups, uint8_t* out) {
+#if defined(__AVX512BW__)
+  const int64_t done = pack_octets_by_eight<B>(codes, groups, out);
+  codes += 8 * done;
+  groups -= done;
+  out += B * done;
+#endif
   const int64_t whole = groups > 8 / B + 1 ? groups - (8 / B + 1) : 0;  // groups with 8 bytes of room
   alignas(64) uint64_t v[kOctetBlock];
   for (int64_t g0 = 0; g0 < groups; g0 += kOctetBlock) {
