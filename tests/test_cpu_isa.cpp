@@ -412,6 +412,20 @@ class BytesBeforeAGuardPage {
   size_t span_ = 0;
 };
 
+// Calls f(bits, begin, len, stream_bytes) for runs of codes of every width:
+// all lengths around the eight-octet steps of the AVX-512 paths, starting on
+// a byte or not; stream_bytes ends at the run's last byte.
+template <typename F>
+void for_each_run_of_every_width(F&& f) {
+  for (int bits = 1; bits <= 8; ++bits) {
+    for (int64_t begin : {0, 5, 8, 64}) {
+      for (int64_t len : {0, 1, 7, 8, 9, 56, 63, 64, 65, 71, 72, 128, 511, 512, 513, 1029}) {
+        f(bits, begin, len, size_t(((begin + len) * bits + 7) / 8));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // Every path unpacks codes of every width to the bits of the stream: runs of
@@ -421,36 +435,30 @@ class BytesBeforeAGuardPage {
 // guard bytes.
 TEST(CpuIsa, UnpackOfEveryWidthReadsTheStreamBits) {
   std::mt19937 rng(23);
-  for (int bits = 1; bits <= 8; ++bits) {
-    for (int64_t begin : {0, 5, 8, 64}) {
-      for (int64_t len : {0, 1, 7, 8, 9, 56, 63, 64, 65, 71, 72, 128, 511, 512, 513, 1029}) {
-        const int64_t end_bit = (begin + len) * bits;
-        const size_t stream_bytes = size_t((end_bit + 7) / 8);
-        BytesBeforeAGuardPage guarded(stream_bytes);
-        uint8_t* stream = guarded.data();
-        for (size_t b = 0; b < stream_bytes; ++b) stream[b] = uint8_t(rng());
-        std::vector<uint8_t> want(size_t(begin + len), 0xa5);
-        for (int64_t i = begin; i < begin + len; ++i) {
-          uint32_t code = 0;
-          for (int b = 0; b < bits; ++b) {
-            const int64_t s = i * bits + b;
-            code |= uint32_t((stream[size_t(s / 8)] >> (s % 8)) & 1u) << b;
-          }
-          want[size_t(i)] = uint8_t(code);
-        }
-        for (k::CpuIsa isa : kAll) {
-          if (!k::cpu_isa_supported(isa)) continue;
-          std::vector<uint8_t> got(size_t(begin + len) + 64, 0xa5);
-          table(isa).bitfield_decode(stream, begin, len, bits, got.data(), k::IntType::kUInt8);
-          ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin()))
-              << k::cpu_isa_name(isa) << " bits " << bits << " begin " << begin << " len " << len;
-          for (size_t g = want.size(); g < got.size(); ++g) {
-            ASSERT_EQ(got[g], 0xa5) << k::cpu_isa_name(isa) << " wrote past the run: bits " << bits << " len " << len;
-          }
-        }
+  for_each_run_of_every_width([&](int bits, int64_t begin, int64_t len, size_t stream_bytes) {
+    BytesBeforeAGuardPage guarded(stream_bytes);
+    uint8_t* stream = guarded.data();
+    for (size_t b = 0; b < stream_bytes; ++b) stream[b] = uint8_t(rng());
+    std::vector<uint8_t> want(size_t(begin + len), 0xa5);
+    for (int64_t i = begin; i < begin + len; ++i) {
+      uint32_t code = 0;
+      for (int b = 0; b < bits; ++b) {
+        const int64_t s = i * bits + b;
+        code |= uint32_t((stream[size_t(s / 8)] >> (s % 8)) & 1u) << b;
+      }
+      want[size_t(i)] = uint8_t(code);
+    }
+    for (k::CpuIsa isa : kAll) {
+      if (!k::cpu_isa_supported(isa)) continue;
+      std::vector<uint8_t> got(size_t(begin + len) + 64, 0xa5);
+      table(isa).bitfield_decode(stream, begin, len, bits, got.data(), k::IntType::kUInt8);
+      ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin()))
+          << k::cpu_isa_name(isa) << " bits " << bits << " begin " << begin << " len " << len;
+      for (size_t g = want.size(); g < got.size(); ++g) {
+        ASSERT_EQ(got[g], 0xa5) << k::cpu_isa_name(isa) << " wrote past the run: bits " << bits << " len " << len;
       }
     }
-  }
+  });
 }
 
 // Every path packs codes of every width into exactly the run's bits: the
@@ -459,35 +467,30 @@ TEST(CpuIsa, UnpackOfEveryWidthReadsTheStreamBits) {
 // guard page (a vector store past the run faults).
 TEST(CpuIsa, PackOfEveryWidthWritesOnlyTheRunsBits) {
   std::mt19937 rng(29);
-  for (int bits = 1; bits <= 8; ++bits) {
-    for (int64_t begin : {0, 5, 8, 64}) {
-      for (int64_t len : {0, 1, 7, 8, 9, 56, 63, 64, 65, 71, 72, 128, 511, 512, 513, 1029}) {
-        const int64_t end_bit = (begin + len) * bits;
-        const size_t stream_bytes = size_t((end_bit + 7) / 8);
-        std::vector<uint8_t> codes(size_t(begin + len));
-        for (auto& c : codes) c = uint8_t(rng() & ((1u << bits) - 1));
-        // The stream before packing: random, with the run's bits cleared
-        // (pack_codes ORs the bytes it shares with neighbouring runs).
-        std::vector<uint8_t> before(stream_bytes);
-        for (auto& b : before) b = uint8_t(rng());
-        for (int64_t s = begin * bits; s < end_bit; ++s) before[size_t(s / 8)] &= uint8_t(~(1u << (s % 8)));
-        std::vector<uint8_t> want = before;
-        for (int64_t i = begin; i < begin + len; ++i) {
-          for (int b = 0; b < bits; ++b) {
-            const int64_t s = i * bits + b;
-            want[size_t(s / 8)] |= uint8_t(((codes[size_t(i)] >> b) & 1u) << (s % 8));
-          }
-        }
-        for (k::CpuIsa isa : kAll) {
-          if (!k::cpu_isa_supported(isa)) continue;
-          BytesBeforeAGuardPage guarded(stream_bytes);
-          uint8_t* stream = guarded.data();
-          std::copy(before.begin(), before.end(), stream);
-          ASSERT_TRUE(table(isa).bitfield_encode(codes.data(), k::IntType::kUInt8, begin, len, bits, stream));
-          ASSERT_TRUE(std::equal(want.begin(), want.end(), stream))
-              << k::cpu_isa_name(isa) << " bits " << bits << " begin " << begin << " len " << len;
-        }
+  for_each_run_of_every_width([&](int bits, int64_t begin, int64_t len, size_t stream_bytes) {
+    const int64_t end_bit = (begin + len) * bits;
+    std::vector<uint8_t> codes(size_t(begin + len));
+    for (auto& c : codes) c = uint8_t(rng() & ((1u << bits) - 1));
+    // The stream before packing: random, with the run's bits cleared
+    // (pack_codes ORs the bytes it shares with neighbouring runs).
+    std::vector<uint8_t> before(stream_bytes);
+    for (auto& b : before) b = uint8_t(rng());
+    for (int64_t s = begin * bits; s < end_bit; ++s) before[size_t(s / 8)] &= uint8_t(~(1u << (s % 8)));
+    std::vector<uint8_t> want = before;
+    for (int64_t i = begin; i < begin + len; ++i) {
+      for (int b = 0; b < bits; ++b) {
+        const int64_t s = i * bits + b;
+        want[size_t(s / 8)] |= uint8_t(((codes[size_t(i)] >> b) & 1u) << (s % 8));
       }
     }
-  }
+    for (k::CpuIsa isa : kAll) {
+      if (!k::cpu_isa_supported(isa)) continue;
+      BytesBeforeAGuardPage guarded(stream_bytes);
+      uint8_t* stream = guarded.data();
+      std::copy(before.begin(), before.end(), stream);
+      ASSERT_TRUE(table(isa).bitfield_encode(codes.data(), k::IntType::kUInt8, begin, len, bits, stream));
+      ASSERT_TRUE(std::equal(want.begin(), want.end(), stream))
+          << k::cpu_isa_name(isa) << " bits " << bits << " begin " << begin << " len " << len;
+    }
+  });
 }
