@@ -137,6 +137,22 @@ constexpr int64_t kOctetBlock = 64;
 // do not overlap (they start B words apart), so each of the two permutes
 // takes every word from at most one lane, and a word that straddles two
 // octets (odd B) gets one byte from each permute.
+// Eight 64-bit lanes: one octet each in the AVX-512 pack and unpack.
+typedef uint64_t OctetLanes __attribute__((vector_size(64)));
+
+// 8 (Bk mod 2) for lane k = 0..7: the bits that put octet k, which starts
+// at byte Bk, at the bottom of the lane a word permute gave it (and back).
+template <int B>
+constexpr uint64_t octet_parity_shift(int k) {
+  return uint64_t(8 * ((B * k) & 1));
+}
+
+template <int B>
+constexpr OctetLanes octet_parity_shifts() {
+  return OctetLanes{octet_parity_shift<B>(0), octet_parity_shift<B>(1), octet_parity_shift<B>(2),
+                    octet_parity_shift<B>(3), octet_parity_shift<B>(4), octet_parity_shift<B>(5), octet_parity_shift<B>(6), octet_parity_shift<B>(7)};
+}
+
 template <int B>
 constexpr int octet_source_word(int parity, int j) {
   for (int k = parity; k < 8; k += 2) {
@@ -171,8 +187,7 @@ constexpr uint32_t octet_source_mask(int parity) {
 // with a byte mask of exactly 8B bytes. Returns the octets done.
 template <int B>
 ACTKIT_CPU_INLINE int64_t pack_octets_by_eight(const uint8_t* codes, int64_t groups, uint8_t* out) {
-  typedef uint64_t Lanes __attribute__((vector_size(64)));
-  const Lanes shifts = {0, 8 * ((B * 1) & 1), 0, 8 * ((B * 3) & 1), 0, 8 * ((B * 5) & 1), 0, 8 * ((B * 7) & 1)};
+  const OctetLanes shifts = octet_parity_shifts<B>();
   const __m512i even_words = _mm512_set_epi64(
       octet_source_lane<B>(0, 7), octet_source_lane<B>(0, 6), octet_source_lane<B>(0, 5), octet_source_lane<B>(0, 4),
       octet_source_lane<B>(0, 3), octet_source_lane<B>(0, 2), octet_source_lane<B>(0, 1), octet_source_lane<B>(0, 0));
@@ -184,7 +199,7 @@ ACTKIT_CPU_INLINE int64_t pack_octets_by_eight(const uint8_t* codes, int64_t gro
   const __mmask64 step_bytes = (~__mmask64(0)) >> (64 - 8 * B);
   int64_t g = 0;
   for (; g + 8 <= groups; g += 8) {
-    Lanes w;
+    OctetLanes w;
     std::memcpy(&w, codes + 8 * g, sizeof w);
     const __m512i lanes = reinterpret_cast<__m512i>(gather_octet<B>(w) << shifts);
     const __m512i even = _mm512_maskz_permutexvar_epi16(even_mask, even_words, lanes);
@@ -235,25 +250,22 @@ ACTKIT_CPU_INLINE void pack_octets(const uint8_t* codes, int64_t groups, uint8_t
 // but Skylake-X and Cascade Lake have only the word one.)
 template <int B>
 ACTKIT_CPU_INLINE int64_t unpack_octets_by_eight(const uint8_t* in, int64_t groups, uint8_t* codes) {
-  typedef uint64_t Lanes __attribute__((vector_size(64)));
-  // Lane k's four word indices, and its shift.
+  // Lane k's four word indices.
   constexpr auto words_of = [](int k) {
     const uint64_t w = uint64_t(B * k / 2);
     return (long long)(w | (w + 1) << 16 | (w + 2) << 32 | (w + 3) << 48);
   };
-  constexpr auto shift_of = [](int k) { return uint64_t(8 * ((B * k) & 1)); };
   const __m512i words = _mm512_set_epi64(words_of(7), words_of(6), words_of(5), words_of(4), words_of(3), words_of(2),
                                          words_of(1), words_of(0));
   // A vector shift rather than _mm512_srlv_epi64, whose undefined pass-through
   // operand GCC 12 reports as uninitialized.
-  const Lanes shifts = {shift_of(0), shift_of(1), shift_of(2), shift_of(3),
-                        shift_of(4), shift_of(5), shift_of(6), shift_of(7)};
+  const OctetLanes shifts = octet_parity_shifts<B>();
   const __mmask64 step_bytes = (~__mmask64(0)) >> (64 - 8 * B);
   int64_t g = 0;
   for (; g + 8 <= groups; g += 8) {
     const __m512i raw = _mm512_maskz_loadu_epi8(step_bytes, in + B * g);
-    const Lanes lanes = reinterpret_cast<Lanes>(_mm512_permutexvar_epi16(words, raw)) >> shifts;
-    const Lanes spread = spread_octet<B>(lanes);
+    const OctetLanes lanes = reinterpret_cast<OctetLanes>(_mm512_permutexvar_epi16(words, raw)) >> shifts;
+    const OctetLanes spread = spread_octet<B>(lanes);
     _mm512_storeu_si512(codes + 8 * g, reinterpret_cast<__m512i>(spread));
   }
   return g;
