@@ -150,7 +150,8 @@ constexpr uint64_t octet_parity_shift(int k) {
 template <int B>
 constexpr OctetLanes octet_parity_shifts() {
   return OctetLanes{octet_parity_shift<B>(0), octet_parity_shift<B>(1), octet_parity_shift<B>(2),
-                    octet_parity_shift<B>(3), octet_parity_shift<B>(4), octet_parity_shift<B>(5), octet_parity_shift<B>(6), octet_parity_shift<B>(7)};
+                    octet_parity_shift<B>(3), octet_parity_shift<B>(4), octet_parity_shift<B>(5),
+                    octet_parity_shift<B>(6), octet_parity_shift<B>(7)};
 }
 
 template <int B>
