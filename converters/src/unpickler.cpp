@@ -13,101 +13,13 @@
 
 #include "actkit/core/errors.h"
 #include "pickle_check.h"
+#include "pickle_value.h"
 
 namespace actkit {
 namespace {
 
-// ------------------------------------------------------------- pickle values
-
-struct Dict;
-
-// How deeply values may nest: the bound archive_check's walk applies to every
-// pickle first. A state dict nests 3 or 4 levels (a dict of tensors rebuilt
-// from tuples); 10^6 nested tuples in a 1.2 KB pickle would otherwise
-// overflow the stack when they are freed.
-constexpr uint32_t kMaxNesting = kMaxPickleNesting;
-
-// One value of the pickle machine. Containers and strings are shared, as in
-// Python: the memo and the stack refer to one dict, which SETITEMS fills after
-// the memo stored it, and a BINGET of a long string costs no copy (so memory
-// stays proportional to the input).
-struct Value {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kDict, kGlobal, kTensor };
-  Kind kind = Kind::kNone;
-  int64_t integer = 0;                              // kBool, kInt
-  double real = 0;                                  // kFloat
-  std::shared_ptr<const std::string> text;          // kString; kGlobal: "module.name"
-  std::shared_ptr<const std::vector<Value>> items;  // kTuple
-  std::shared_ptr<Dict> dict;                       // kDict
-  at::Tensor tensor;                                // kTensor: a storage (1-D) or a tensor
-  uint32_t depth = 0;                               // kTuple: 1 + the deepest item's (a dict keeps its own)
-
-  static Value of_int(int64_t v) {
-    Value x;
-    x.kind = Kind::kInt;
-    x.integer = v;
-    return x;
-  }
-  static Value of_string(std::string s, Kind kind = Kind::kString) {
-    Value x;
-    x.kind = kind;
-    x.text = std::make_shared<const std::string>(std::move(s));
-    return x;
-  }
-  // Throws FormatError when the tuple would nest kMaxNesting deep.
-  static Value of_tuple(std::vector<Value> items);
-  static Value of_tensor(at::Tensor t) {
-    Value x;
-    x.kind = Kind::kTensor;
-    x.tensor = std::move(t);
-    return x;
-  }
-  static Value new_dict();
-  // How deeply this value nests: 1 + its deepest item's for containers.
-  uint32_t nesting() const;
-  bool is_global(const char* name) const { return kind == Kind::kGlobal && *text == name; }
-};
-
-// A Python dict with str keys (the only keys a state dict has), in insertion
-// order; assigning an existing key replaces its value, as in Python.
-struct Dict {
-  std::vector<std::pair<std::string, Value>> entries;
-  std::unordered_map<std::string, size_t> index;
-  uint32_t depth = 0;  // the deepest value set in it
-
-  void set(const std::string& key, Value value) {
-    depth = std::max(depth, value.nesting());
-    if (depth >= kMaxNesting) throw FormatError(c10::str("values nest deeper than ", kMaxNesting, " levels"));
-    auto [it, inserted] = index.emplace(key, entries.size());
-    if (inserted) {
-      entries.emplace_back(key, std::move(value));
-    } else {
-      entries[it->second].second = std::move(value);
-    }
-  }
-};
-
-uint32_t Value::nesting() const {
-  if (kind == Kind::kTuple) return depth + 1;
-  if (kind == Kind::kDict) return dict->depth + 1;
-  return 0;
-}
-
-Value Value::of_tuple(std::vector<Value> items) {
-  Value x;
-  x.kind = Kind::kTuple;
-  for (const Value& item : items) x.depth = std::max(x.depth, item.nesting());
-  if (x.depth >= kMaxNesting) throw FormatError(c10::str("values nest deeper than ", kMaxNesting, " levels"));
-  x.items = std::make_shared<const std::vector<Value>>(std::move(items));
-  return x;
-}
-
-Value Value::new_dict() {
-  Value x;
-  x.kind = Kind::kDict;
-  x.dict = std::make_shared<Dict>();
-  return x;
-}
+using pickle::Dict;
+using pickle::Value;
 
 // Element types of the storage classes torch.save names (torch.FloatStorage, ...).
 std::optional<at::ScalarType> storage_dtype(const std::string& global) {
