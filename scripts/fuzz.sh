@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Fuzzes the file readers with libFuzzer under AddressSanitizer and
-# UndefinedBehaviorSanitizer, SECONDS in all (default 60, two thirds to the
-# first): the state-dict and checkpoint loaders (tests/fuzz/fuzz_state_dict.cpp:
-# check_archive, ACTkit's state-dict reader, LibTorch's InputArchive and an
-# optimizer loaded from it) from tests/fuzz/corpus, and the safetensors reader
+# UndefinedBehaviorSanitizer, SECONDS of fuzzing in all (default 60, two
+# thirds to the first; the two run at once): the state-dict and checkpoint
+# loaders (tests/fuzz/fuzz_state_dict.cpp: check_archive, ACTkit's
+# state-dict reader, LibTorch's InputArchive and an optimizer loaded from it)
+# from tests/fuzz/corpus, and the safetensors reader
 # (tests/fuzz/fuzz_safetensors.cpp) from tests/fuzz/corpus-safetensors.
 #
-# Builds in build-fuzz/ with clang (only the sources the loaders need; a few
-# minutes on 2 cores the first time). Replays every input of
+# Builds in build-fuzz/ with clang (only the sources the loaders need, each
+# program as one unit). Replays every input of
 # tests/fuzz/crashes (each once crashed or was let through: now a
 # regression), then fuzzes from tests/fuzz/corpus; what it finds new goes to
 # build-fuzz/corpus, never into the committed corpus. Prints libFuzzer's final
@@ -57,6 +58,15 @@ fuzz() {
   echo "fuzz: $target: no crash in $time s; log: $b/fuzz-$target.log"
 }
 
+# The two targets fuzz side by side: libFuzzer runs one thread, so each has
+# a core of its own on a 2-core machine, and the run takes two thirds of
+# SECONDS.
 first=$((seconds * 2 / 3))
-fuzz fuzz_state_dict "$((first > 0 ? first : 1))" tests/fuzz/corpus
-fuzz fuzz_safetensors "$((seconds - first > 0 ? seconds - first : 1))" tests/fuzz/corpus-safetensors
+fuzz fuzz_state_dict "$((first > 0 ? first : 1))" tests/fuzz/corpus &
+state_dict=$!
+fuzz fuzz_safetensors "$((seconds - first > 0 ? seconds - first : 1))" tests/fuzz/corpus-safetensors &
+safetensors=$!
+status=0
+wait $state_dict || status=$?
+wait $safetensors || status=$?
+exit $status

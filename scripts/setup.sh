@@ -11,6 +11,9 @@
 #   ACTKIT_TARGETS     what to build (default: actkit_cli, the tool and its library; "all": the
 #                      tests and benchmarks too, as scripts/test.sh does)
 #   ACTKIT_CMAKE_ARGS  extra CMake arguments
+#   ACTKIT_SETUP       what to do: all (default), install (the packages and, for the wheel, the
+#                      wheels: nothing is built), build (configure and build only: what install
+#                      puts there must already be there)
 # Compiler output is cached (ccache, in ~/.cache/ccache): a second build of
 # the same sources, in either folder, takes seconds per file.
 set -euo pipefail
@@ -20,6 +23,11 @@ torch_kind=${ACTKIT_TORCH:-debian}
 case $torch_kind in
   debian | wheel) ;;
   *) echo "setup: ACTKIT_TORCH=$torch_kind: expected debian or wheel" >&2; exit 2 ;;
+esac
+phase=${ACTKIT_SETUP:-all}
+case $phase in
+  all | install | build) ;;
+  *) echo "setup: ACTKIT_SETUP=$phase: expected all, install or build" >&2; exit 2 ;;
 esac
 # The wheels pinned here: the LibTorch 2.x that CI builds and tests, and
 # the torchvision the oracle tests compare the zoo with in that world.
@@ -49,35 +57,23 @@ if [ "$torch_kind" = debian ]; then
 else
   packages+=(python3-venv)
 fi
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo=""
+# install_packages: the Debian packages above that are missing.
+install_packages() {
+  local missing=() p sudo=""
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "setup: installing ${missing[*]}"
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+}
 
-cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
-if command -v ccache >/dev/null; then
-  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-  # The precompiled LibTorch header is used through -include: ccache needs
-  # these to cache the files that use it.
-  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-fi
-if [ "$torch_kind" = wheel ]; then
-  build_dir="${ACTKIT_BUILD_DIR:-build-wheel}"
-  venv=.venv
+venv=.venv
+# install_wheels: the wheels above into .venv, where they are not there yet.
+install_wheels() {
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-  # The wheel's LibTorch is the CUDA build: its CMake package, and ACTkit's
-  # CUDA kernels, need the CUDA toolkit (nvcc and its headers).
-  if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
-    echo "setup: ACTKIT_TORCH=wheel needs the CUDA toolkit (nvcc and headers, 12.x or 13.x, in /usr/local/cuda or on PATH)" >&2
-    exit 1
-  fi
   if ! "$venv/bin/python" -c "import sys, torch, torchvision; sys.exit(torch.__version__.split('+')[0] != '${torch_wheel#torch==}' or torchvision.__version__.split('+')[0] != '${torchvision_wheel#torchvision==}')" 2>/dev/null; then
     echo "setup: installing $torch_wheel into $venv"
     "$venv/bin/pip" install --disable-pip-version-check --no-input -q "$torch_wheel" "$torchvision_wheel"
@@ -86,18 +82,47 @@ if [ "$torch_kind" = wheel ]; then
     echo "setup: installing ${hf_wheels[*]} into $venv"
     "$venv/bin/pip" install --disable-pip-version-check --no-input -q "${hf_wheels[@]}"
   fi
-  torch_prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  cmake_args+=(-DCMAKE_PREFIX_PATH="$torch_prefix" -DACTKIT_ORACLE_PYTHON="$PWD/$venv/bin/python")
-else
-  build_dir="${ACTKIT_BUILD_DIR:-build}"
-fi
+}
 
-targets=${ACTKIT_TARGETS:-actkit_cli}
-# shellcheck disable=SC2086
-cmake -S . -B "$build_dir" "${cmake_args[@]}" ${ACTKIT_CMAKE_ARGS:-}
-if [ "$targets" = all ]; then
-  cmake --build "$build_dir"
-else
+# build: configures and builds ACTKIT_TARGETS in the build folder.
+build() {
+  local cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release) build_dir
+  if command -v ccache >/dev/null; then
+    cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+    # The precompiled LibTorch header is used through -include: ccache needs
+    # these to cache the files that use it.
+    export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  fi
+  if [ "$torch_kind" = wheel ]; then
+    build_dir="${ACTKIT_BUILD_DIR:-build-wheel}"
+    local torch_prefix
+    torch_prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)') ||
+      { echo "setup: no torch in $venv: run ACTKIT_TORCH=wheel ACTKIT_SETUP=install first" >&2; exit 1; }
+    cmake_args+=(-DCMAKE_PREFIX_PATH="$torch_prefix" -DACTKIT_ORACLE_PYTHON="$PWD/$venv/bin/python")
+  else
+    build_dir="${ACTKIT_BUILD_DIR:-build}"
+  fi
+  local targets=${ACTKIT_TARGETS:-actkit_cli}
   # shellcheck disable=SC2086
-  cmake --build "$build_dir" --target $targets
+  cmake -S . -B "$build_dir" "${cmake_args[@]}" ${ACTKIT_CMAKE_ARGS:-}
+  if [ "$targets" = all ]; then
+    cmake --build "$build_dir"
+  else
+    # shellcheck disable=SC2086
+    cmake --build "$build_dir" --target $targets
+  fi
+}
+
+if [ "$torch_kind" = wheel ]; then
+  # The wheel's LibTorch is the CUDA build: its CMake package, and ACTkit's
+  # CUDA kernels, need the CUDA toolkit (nvcc and its headers).
+  if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    echo "setup: ACTKIT_TORCH=wheel needs the CUDA toolkit (nvcc and headers, 12.x or 13.x, in /usr/local/cuda or on PATH)" >&2
+    exit 1
+  fi
 fi
+if [ "$phase" != build ]; then
+  install_packages
+  [ "$torch_kind" = debian ] || install_wheels
+fi
+[ "$phase" = install ] || build
