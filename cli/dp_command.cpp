@@ -139,6 +139,10 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--train-limit", r.data.train_limit, "Keep the first N training examples (0 = all)")
       ->check(kNonNegativeNumber)
       ->capture_default_str();
+  p->add_option("--validation-limit", r.data.validation_limit,
+                "Evaluate on the first N test (or validation) examples (0 = all)")
+      ->check(kNonNegativeNumber)
+      ->capture_default_str();
   p->add_option("--epochs", r.epochs, "Epochs over the training examples")->check(kPositiveNumber)
       ->capture_default_str();
   p->add_option("--steps", r.steps, "Training steps (instead of --epochs)")->check(kNonNegativeNumber);

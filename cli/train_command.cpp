@@ -147,6 +147,10 @@ void add_train_command(CLI::App& app) {
   train->add_option("--train-limit", c.train_limit, "Use the first N training examples (0 = all)")
       ->check(kNonNegativeNumber)
       ->capture_default_str();
+  train->add_option("--validation-limit", c.validation_limit,
+                    "Evaluate on the first N test (or validation) examples (0 = all)")
+      ->check(kNonNegativeNumber)
+      ->capture_default_str();
   train->add_option("--device", c.device, "cpu or cuda[:N]")->capture_default_str();
   train->add_option("--lr", c.lr, "Initial learning rate, cosine decay (SGD momentum 0.9; gpt2: AdamW, default 1e-3)")
       ->check(kPositiveNumber)

@@ -40,6 +40,9 @@ app::DpRunConfig dp_config(const std::string& mode, const std::string& out) {
     c.model = "resnet18";
     c.data.set = app::DataSet::kSynthetic;
     c.data.train_limit = 64;
+    // Two evaluation batches (500 and 100), one per rank: rank 1 scores its
+    // own with rank 0's running statistics.
+    c.data.validation_limit = 600;
     c.batch = 8;
     c.save = out + ".ckpt";
   }

@@ -437,8 +437,9 @@ TEST(SharedEvaluation, PipelineReplicasShareTheValidation) {
 // evaluates with rank 0's running statistics).
 TEST(SharedEvaluation, DpEqualsTheSavedModelEvaluatedInOneProcess) {
   const std::string out = fresh_dir("dp-images");
-  // ResNet-18 in two processes takes about 50 s on 2 busy cores: the limit
-  // is for a hang, not a measure (it ran out once beside a benchmark).
+  // ResNet-18 in two processes took about 50 s on 2 busy cores (the whole
+  // 1,024-image split, before the peer's validation limit): the limit is
+  // for a hang, not a measure (it ran out once beside a benchmark).
   const auto results = run_ranks(ACTKIT_APP_RUN_PEER, 2, {"dp-images", "0", "all", out}, 240);
   ASSERT_TRUE(all_succeeded(results));
   std::istringstream line(read_line(out));

@@ -187,6 +187,30 @@ TEST(TrainingData, RefusesASetOfTheWrongKind) {
   EXPECT_EQ(app::parse_data_set("fashion-mnist"), DataSet::kFashionMnist);
 }
 
+// A validation limit keeps the first N held-out examples, the same ones the
+// whole split starts with, and an evaluation reads only those; the training
+// split does not change. Images and text alike.
+TEST(TrainingData, AValidationLimitKeepsTheFirstExamples) {
+  for (const bool text : {false, true}) {
+    DataOptions o = synthetic_images(16);
+    o.text = text;
+    o.seq_len = 8;
+    const auto all = TrainingData::open(o);
+    o.validation_limit = 100;
+    const auto first = TrainingData::open(o);
+    EXPECT_EQ(first->validation_size(), 100) << text;
+    EXPECT_EQ(first->train_size(), all->train_size()) << text;
+    const app::Batch a = all->validation_batch(0, 100), b = first->validation_batch(0, 100);
+    EXPECT_TRUE(a.inputs.equal(b.inputs) && a.labels.equal(b.labels)) << text;
+    EXPECT_THROW(first->validation_batch(99, 2), InvalidInput) << text;
+    EXPECT_EQ(app::evaluation_plan(*first, 4).examples, 100) << text;
+    o.validation_limit = 1 << 20;  // more than there are: all of them
+    EXPECT_EQ(TrainingData::open(o)->validation_size(), all->validation_size()) << text;
+    o.validation_limit = -1;
+    EXPECT_THROW(TrainingData::open(o), InvalidInput) << text;
+  }
+}
+
 // evaluate(): the accuracy counts every test example, the last batch short.
 TEST(TrainingData, AccuracyCountsEveryTestExample) {
   auto data = TrainingData::open(synthetic_images(16));

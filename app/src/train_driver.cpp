@@ -72,6 +72,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   d.path = c.data_dir;
   d.seq_len = c.shape.seq_len;
   d.train_limit = c.train_limit;
+  d.validation_limit = c.validation_limit;
   d.seed = c.seed;
   if (!c.init.empty()) {
     d.tokenizer = load_tokenizer(c.init);

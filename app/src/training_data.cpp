@@ -21,6 +21,9 @@ namespace {
 constexpr int64_t kSyntheticValidation = 1024;
 constexpr int64_t kSyntheticImages = 4096;
 
+// The first `limit` of `n` examples (0: all n).
+int64_t limited(int64_t n, int64_t limit) { return limit > 0 ? std::min(n, limit) : n; }
+
 void check_share(int64_t position, int share, int shares, int64_t examples) {
   if (position < 0) throw InvalidInput(c10::str("training data: position ", position, " (positions count from 0)"));
   if (shares < 1 || share < 0 || share >= shares || (examples > 0 && shares > examples)) {
@@ -68,15 +71,19 @@ class ImageData : public TrainingData {
 // The fortunes (or any) text, as bytes.
 class CorpusText : public TrainingData {
  public:
-  CorpusText(const std::string& path, int64_t seq_len, int64_t limit, uint64_t seed, const Tokenizer* tokenizer)
-      : corpus_(path, seq_len, limit, tokenizer), seed_(seed) {}
+  CorpusText(const std::string& path, int64_t seq_len, int64_t limit, int64_t validation_limit, uint64_t seed,
+             const Tokenizer* tokenizer)
+      : corpus_(path, seq_len, limit, tokenizer), validation_limit_(validation_limit), seed_(seed) {}
   bool text() const override { return true; }
   int64_t train_size() const override { return corpus_.train_size(); }
-  int64_t validation_size() const override { return corpus_.validation_size(); }
+  int64_t validation_size() const override { return limited(corpus_.validation_size(), validation_limit_); }
   int64_t train_id_at(int64_t position, int share, int shares) const override {
     return corpus_.train_id_at(position, seed_, share, shares);
   }
-  int64_t validation_id(int64_t i) const override { return corpus_.validation_id(i); }
+  int64_t validation_id(int64_t i) const override {
+    if (i >= validation_size()) throw InvalidInput(c10::str("text: no validation example ", i));
+    return corpus_.validation_id(i);
+  }
   Batch examples(const std::vector<int64_t>& ids) const override {
     auto [inputs, labels] = corpus_.examples(ids);
     return {inputs, labels, ids};
@@ -84,6 +91,7 @@ class CorpusText : public TrainingData {
 
  private:
   TextCorpus corpus_;
+  int64_t validation_limit_;
   uint64_t seed_;
 };
 
@@ -94,28 +102,29 @@ class CorpusText : public TrainingData {
 // p · shares + r. Validation ids are negative.
 class SyntheticText : public TrainingData {
  public:
-  SyntheticText(int64_t seq_len, int64_t vocab, int64_t limit, uint64_t seed)
-      : seq_len_(seq_len), vocab_(vocab), limit_(limit), seed_(seed) {
+  SyntheticText(int64_t seq_len, int64_t vocab, int64_t limit, int64_t validation_limit, uint64_t seed)
+      : seq_len_(seq_len), vocab_(vocab), limit_(limit), validation_size_(limited(kSyntheticValidation, validation_limit)),
+        seed_(seed) {
     if (seq_len < 1 || vocab < 2 || limit < 0) {
       throw InvalidInput(c10::str("synthetic text: length ", seq_len, ", vocabulary ", vocab, ", limit ", limit));
     }
   }
   bool text() const override { return true; }
   int64_t train_size() const override { return limit_; }
-  int64_t validation_size() const override { return kSyntheticValidation; }
+  int64_t validation_size() const override { return validation_size_; }
   int64_t train_id_at(int64_t position, int share, int shares) const override {
     check_share(position, share, shares, limit_);
     if (limit_ == 0) return position * shares + share;
     return share + (position % (limit_ / shares)) * shares;
   }
   int64_t validation_id(int64_t i) const override {
-    if (i < 0 || i >= kSyntheticValidation) throw InvalidInput(c10::str("synthetic text: no validation example ", i));
+    if (i < 0 || i >= validation_size_) throw InvalidInput(c10::str("synthetic text: no validation example ", i));
     return -1 - i;
   }
   Batch examples(const std::vector<int64_t>& ids) const override {
     std::vector<at::Tensor> rows;
     for (int64_t id : ids) {
-      if (id < -kSyntheticValidation || (limit_ > 0 && id >= limit_)) {
+      if (id < -validation_size_ || (limit_ > 0 && id >= limit_)) {
         throw InvalidInput(c10::str("synthetic text: no example ", id));
       }
       at::Generator gen = at::detail::createCPUGenerator(seed_ * 7919u + uint64_t(id) * 104729u + 1);
@@ -126,7 +135,7 @@ class SyntheticText : public TrainingData {
   }
 
  private:
-  int64_t seq_len_, vocab_, limit_;
+  int64_t seq_len_, vocab_, limit_, validation_size_;
   uint64_t seed_;
 };
 
@@ -158,27 +167,28 @@ void check_data_kind(DataSet set, bool text) {
 }
 
 std::unique_ptr<TrainingData> TrainingData::open(const DataOptions& o) {
-  if (o.train_limit < 0) throw InvalidInput("training data: the limit must be >= 0");
+  if (o.train_limit < 0 || o.validation_limit < 0) throw InvalidInput("training data: a limit must be >= 0");
   check_data_kind(o.set, o.text);
   switch (o.set) {
     case DataSet::kFashionMnist: {
       const std::string dir = o.path.empty() ? kFashionMnistDir : o.path;
       return std::make_unique<ImageData>(load_fashion_mnist(dir, "train", o.train_limit),
-                                         load_fashion_mnist(dir, "t10k"), o.seed);
+                                         load_fashion_mnist(dir, "t10k", o.validation_limit), o.seed);
     }
     case DataSet::kFortunes:
-      return std::make_unique<CorpusText>(o.path.empty() ? kFortunesDir : o.path, o.seq_len, o.train_limit, o.seed,
-                                          o.tokenizer.get());
+      return std::make_unique<CorpusText>(o.path.empty() ? kFortunesDir : o.path, o.seq_len, o.train_limit,
+                                          o.validation_limit, o.seed, o.tokenizer.get());
     case DataSet::kSynthetic: break;
   }
-  if (o.text) return std::make_unique<SyntheticText>(o.seq_len, o.vocab, o.train_limit, o.seed);
+  if (o.text) return std::make_unique<SyntheticText>(o.seq_len, o.vocab, o.train_limit, o.validation_limit, o.seed);
   const int64_t n = o.train_limit > 0 ? o.train_limit : kSyntheticImages;
-  // One draw for both splits, so they share the labelling function.
+  // One draw for both splits, so they share the labelling function (and a
+  // validation limit keeps the first examples of the same draw).
   ImageDataset all = synthetic_images(n + kSyntheticValidation, 10, 1, 28, o.seed);
-  return std::make_unique<ImageData>(
-      ImageDataset{all.images.narrow(0, 0, n), all.labels.narrow(0, 0, n)},
-      ImageDataset{all.images.narrow(0, n, kSyntheticValidation), all.labels.narrow(0, n, kSyntheticValidation)},
-      o.seed);
+  const int64_t held_out = limited(kSyntheticValidation, o.validation_limit);
+  return std::make_unique<ImageData>(ImageDataset{all.images.narrow(0, 0, n), all.labels.narrow(0, 0, n)},
+                                     ImageDataset{all.images.narrow(0, n, held_out), all.labels.narrow(0, n, held_out)},
+                                     o.seed);
 }
 
 Batch TrainingData::train_batch(int64_t first, int64_t count, int share, int shares) const {

@@ -24,6 +24,7 @@ struct TrainConfig {
   int64_t batch = 64;
   uint64_t seed = 0;
   int64_t train_limit = 0;  // first N training examples; 0 = all
+  int64_t validation_limit = 0;  // first N test (or validation) examples evaluated; 0 = all
   double lr = 0.05;         // SGD, momentum 0.9, cosine decay to 0 over the run (language models: AdamW)
   std::string device = "cpu";  // or "cuda[:N]": model and batches there, data kept on the host
   // Language models (gpt2): the shape; the defaults are actkit pipeline's,

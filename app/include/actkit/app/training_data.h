@@ -50,6 +50,10 @@ struct DataOptions {
   // The first N training examples (0: all). Synthetic images: N examples
   // (0: 4096). Synthetic text: N examples (0: every example new, an endless set).
   int64_t train_limit = 0;
+  // The first N validation examples (0: all): what every evaluation reads
+  // (images: the test split). Language models also read at most
+  // kValidationBatches batches of them.
+  int64_t validation_limit = 0;
   uint64_t seed = 0;      // the shuffles and the synthetic draws
   // Text: a model's own tokenizer (text/tokenizer.h); null: bytes.
   std::shared_ptr<const Tokenizer> tokenizer;
@@ -103,7 +107,8 @@ class TrainingData {
 };
 
 // How well `model` does on the validation examples, on `device`:
-// classifiers, the accuracy over the whole test split (in batches of
+// classifiers, the accuracy over every one (the test split, or its first
+// DataOptions::validation_limit; in batches of
 // kAccuracyBatch); language models, the mean loss per token over up to
 // kValidationBatches batches of `batch` (a short one only when the text
 // holds no whole batch). The model is in eval mode meanwhile and back in
