@@ -62,7 +62,7 @@ void add_bench_allreduce_command(CLI::App& bench) {
   add_json_option(c, &a->json_path);
   set_rank_callback(
       c, [] {}, [a] { run_allreduce_rank(*a); },
-      [a] { launch_local(rank_launch("bench allreduce", a->workers, RankFlags{})); });
+      [a] { launch_local(rank_launch("bench allreduce", a->workers, "--workers", RankFlags{})); });
 }
 
 }  // namespace actkit::cli

@@ -93,7 +93,7 @@ inline void add_allow_non_finite_flag(CLI::App* command, bool* allow) {
 // IoError naming the file and the cause if it cannot.
 inline void write_json(const std::string& path, const nlohmann::json& j) {
   const std::string text = j.dump(2) + "\n";
-  files::write_file_atomic(path, text.data(), text.size());
+  files::write_output_file(path, text.data(), text.size());
 }
 
 }  // namespace actkit::cli

@@ -102,7 +102,7 @@ void run_rank(DpFlags& f) {
 
 // The workers, on loopback or (--link kernel) each with its egress shaped.
 void launch(const DpFlags& f) {
-  const RankLaunch launch = rank_launch("dp", f.workers, f.rank);
+  const RankLaunch launch = rank_launch("dp", f.workers, "--workers", f.rank);
   if (f.run.link == LinkMode::kKernel) {
     const double rate = f.run.egress.bits_per_second;
     launch_shaped(launch, [](int, int) { return 0.0; }, [rate](int) { return rate; });
@@ -145,7 +145,7 @@ void add_dp_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--epochs", r.epochs, "Epochs over the training examples")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--steps", r.steps, "Training steps (instead of --epochs)")->check(kNonNegativeNumber);
+  p->add_option("--steps", r.steps, "Training steps (instead of --epochs)")->check(kPositiveNumber);
   p->add_option("--batch", r.batch, "Examples per worker and micro-batch")->check(kPositiveNumber)->capture_default_str();
   p->add_option("--accumulate", r.accumulate,
                 "Micro-batches per worker and step (gradient accumulation): a global batch of workers × batch × N")

@@ -64,7 +64,7 @@ void add_generate_command(CLI::App& app) {
   g->add_option("--top-p", c.top_p, "Sample from the smallest set of tokens holding this much probability")
       ->check(CLI::Range(0.0, 1.0))
       ->each([a](const std::string&) { a->sample = true; });
-  g->add_option("--seed", c.seed, "Seed of the sampling")->capture_default_str();
+  g->add_option("--seed", c.seed, "Seed of the sampling")->check(kNonNegativeNumber)->capture_default_str();
   g->add_option("--device", c.device, "cpu or cuda[:N]")->capture_default_str();
   add_json_option(g, &a->json_path);
   g->callback([a] { run_generate(*a); });

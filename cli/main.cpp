@@ -4,10 +4,13 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <c10/util/Exception.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 #include <thread>
 
 #include "actkit/app/process.h"
@@ -65,6 +68,20 @@ int main(int argc, char** argv) {
   } catch (const actkit::Error& e) {
     std::cerr << "actkit: error: " << e.what() << "\n";
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "actkit: error: out of memory (a smaller batch, model or count asks for less)\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    // LibTorch's message without its backtrace; a failed allocation says so.
+    const std::string message = e.what_without_backtrace();
+    if (message.find("can't allocate memory") != std::string::npos ||
+        message.find("out of memory") != std::string::npos) {
+      std::cerr << "actkit: error: out of memory (a smaller batch, model or count asks for less): " << message
+                << "\n";
+      return 1;
+    }
+    std::cerr << "actkit: unexpected error: " << message << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "actkit: unexpected error: " << e.what() << "\n";
     return 2;

@@ -189,7 +189,7 @@ void run_rank(PipelineFlags& f) {
 // the first boundary's rate.
 void launch(const PipelineFlags& f) {
   const int k = f.run.pipeline.stages;
-  const RankLaunch launch = rank_launch("pipeline", k * f.run.pipeline.replicas, f.rank);
+  const RankLaunch launch = rank_launch("pipeline", int64_t(k) * f.run.pipeline.replicas, "--stages × --dp", f.rank);
   if (f.run.pipeline.link_mode != LinkMode::kKernel) {
     launch_local(launch);
     return;
@@ -223,7 +223,8 @@ void add_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--stages", c.stages, "Pipeline stages (one process each)")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--micro-batches", c.micro_batches, "Micro-batches per step")->check(kPositiveNumber)
+  p->add_option("--micro-batches", c.micro_batches, "Micro-batches per step")
+      ->check(CLI::Range(1, pipeline::kMaxMicroBatches))
       ->capture_default_str();
   p->add_option("--micro-batch-size", c.micro_batch_size, "Examples per micro-batch")->check(kPositiveNumber)
       ->capture_default_str();
@@ -295,7 +296,8 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--dp", c.replicas, "Data-parallel replicas of the whole pipeline (stages × N processes)")
       ->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--dp-warmup-steps", r.replica_warmup_steps, "--dp with a 1-bit optimizer: steps of the warm-up");
+  p->add_option("--dp-warmup-steps", r.replica_warmup_steps, "--dp with a 1-bit optimizer: steps of the warm-up")
+      ->check(kNonNegativeNumber);
   p->add_option("--dp-warmup-fraction", r.replica_warmup_fraction,
                 "--dp with a 1-bit optimizer: the warm-up as a fraction of the run (without --dp-warmup-steps)")
       ->capture_default_str();

@@ -75,6 +75,14 @@ void add_rank_flags(CLI::App* command, RankFlags* flags) {
           },
           "", "built in"))
       ->default_str("gloo");
+  command->add_option("--max-ranks", flags->max_ranks,
+                      c10::str("The most ranks this launch may start (default: 4 per core, at least 16; here ",
+                               default_rank_ceiling(), ")"))
+      ->check(CLI::Range(1, kMaxRanks));
+}
+
+int default_rank_ceiling() {
+  return std::max(16, 4 * int(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 void set_rank_callback(CLI::App* command, std::function<void()> finish, std::function<void()> run_rank,
@@ -101,8 +109,17 @@ GroupConfig rank_group(const RankFlags& flags) {
   return g;
 }
 
-RankLaunch rank_launch(const std::string& command, int ranks, const RankFlags& flags) {
-  return {command, command_line(), ranks, flags.port, rank_timeout_seconds(flags)};
+RankLaunch rank_launch(const std::string& command, int64_t ranks, const std::string& counted_by,
+                       const RankFlags& flags) {
+  const int ceiling = flags.max_ranks > 0 ? flags.max_ranks : default_rank_ceiling();
+  if (ranks > ceiling) {
+    throw InvalidInput(c10::str(command, ": ", counted_by, ": ", ranks, " ranks, more than the ", ceiling,
+                                " this launch starts",
+                                flags.max_ranks > 0 ? " (--max-ranks)" : " on this machine (4 per core, at least 16)",
+                                "; --max-ranks ", ranks, " starts them anyway (at most ", kMaxRanks, ")"));
+  }
+  if (ranks < 1) throw InvalidInput(c10::str(command, ": ", counted_by, ": ", ranks, " ranks"));
+  return {command, command_line(), int(ranks), flags.port, rank_timeout_seconds(flags)};
 }
 
 void launch_local(const RankLaunch& l) {

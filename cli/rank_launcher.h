@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,11 +29,19 @@ struct RankFlags {
   int port = 0;       // --port: the rendezvous (0: a free one)
   int timeout_s = 0;  // --timeout: how long a rank waits for another (0: ACTKIT_COMM_TIMEOUT, else 300)
   CommBackend backend = CommBackend::kGloo;  // --backend gloo|nccl
+  int max_ranks = 0;  // --max-ranks: the most ranks a launch starts (0: default_rank_ceiling())
 };
 
-// Declares --port, --timeout and --backend on `command`, range-checked when
-// the command line is parsed: an unknown backend, or nccl in a build
-// without it, is refused before any rank starts.
+// The most ranks a launch starts on this machine unless --max-ranks says
+// more: 4 per core (a rank spends much of a step waiting on its links and
+// peers), and at least 16, so that a 2-core machine still runs 2 stages × 4
+// replicas. What --max-ranks may allow is at most kMaxRanks.
+int default_rank_ceiling();
+constexpr int kMaxRanks = 4096;
+
+// Declares --port, --timeout, --backend and --max-ranks on `command`,
+// range-checked when the command line is parsed: an unknown backend, or
+// nccl in a build without it, is refused before any rank starts.
 void add_rank_flags(CLI::App* command, RankFlags* flags);
 
 // How long a rank waits for another: --timeout when given, else
@@ -43,8 +52,12 @@ int rank_timeout_seconds(const RankFlags& flags);
 // MASTER_PORT from the environment), with the flags' timeout and backend.
 GroupConfig rank_group(const RankFlags& flags);
 
-// The launch of `ranks` ranks of `command` with this command line and flags.
-RankLaunch rank_launch(const std::string& command, int ranks, const RankFlags& flags);
+// The launch of `ranks` ranks of `command` with this command line and
+// flags. Throws InvalidInput, before anything starts, for more ranks than
+// --max-ranks (or default_rank_ceiling()) allows, naming `counted_by` (the
+// flags that asked for them) and both figures.
+RankLaunch rank_launch(const std::string& command, int64_t ranks, const std::string& counted_by,
+                       const RankFlags& flags);
 
 // The callback of a multi-process command: `finish` (the flags into the
 // run's config, so a typo fails before any rank starts), then `run_rank`

@@ -47,18 +47,26 @@ background() {
   shift 2
   mkdir -p "$(dirname "$log")"
   printf '\n== %s: started in the background (%d s)\n' "$name" $((SECONDS - t_start))
-  "$@" >"$log" 2>&1 &
+  # The subshell notes when the work ended, which await may learn later.
+  (
+    status=0
+    "$@" || status=$?
+    echo $SECONDS >"$log.end"
+    exit $status
+  ) >"$log" 2>&1 &
   bg_pid[$name]=$!
   bg_since[$name]=$SECONDS
   bg_log[$name]=$log
 }
 await() {
-  local name=$1 status=0
+  local name=$1 status=0 end
   wait "${bg_pid[$name]}" || status=$?
+  end=$(cat "${bg_log[$name]}.end" 2>/dev/null || echo $SECONDS)
   step_names+=("$name (in the background)")
-  step_times+=("${bg_since[$name]} $SECONDS")
+  step_times+=("${bg_since[$name]} $end")
   unset "bg_pid[$name]"
-  printf '\n== %s: done after %d s (%d s)\n' "$name" $((SECONDS - bg_since[$name])) $((SECONDS - t_start))
+  printf '\n== %s: took %d s, done at %d s (%d s)\n' "$name" $((end - bg_since[$name])) $((end - t_start)) \
+    $((SECONDS - t_start))
   if [ $status -ne 0 ]; then
     cat "${bg_log[$name]}" >&2
     echo "$name failed (exit $status; log: ${bg_log[$name]})" >&2
@@ -128,6 +136,13 @@ smoke() {
   $b/bin/actkit --version
   $b/bin/actkit bench codec --size 16MiB --min-time 0.05 --json $b/bench-codec.json
   grep -q '"memcpy_gbps"' $b/bench-codec.json
+  # A --json that is a device or a link is written through, never replaced.
+  local nodes
+  nodes=$(stat -c %F /dev/stdout /dev/null)
+  $b/bin/actkit bench codec --size 1MiB --min-time 0.01 --json /dev/stdout >$b/bench-stdout.txt
+  grep -q '"memcpy_gbps"' $b/bench-stdout.txt
+  $b/bin/actkit bench codec --size 1MiB --min-time 0.01 --json /dev/null >/dev/null
+  [ "$(stat -c %F /dev/stdout /dev/null)" = "$nodes" ] || { echo "a --json path was replaced" >&2; exit 1; }
   $b/bin/actkit convert --model resnet18 --level L3 > $b/convert.txt
   grep -q "QConv2d" $b/convert.txt
   $b/bin/actkit memory --model resnet18 --batch 4 --image-size 32 --levels L0,L3,L4 --nodes 4 --json $b/memory.json
@@ -188,6 +203,26 @@ smoke() {
     echo "a bad model name must fail" >&2
     exit 1
   fi
+  # Counts out of range are refused when parsed, naming the flag; an
+  # allocation that cannot succeed is a one-line error, not a backtrace.
+  local refused flag
+  for refused in "dp --model gpt2 --data synthetic --steps 0" "pipeline --dp 2 --dp-warmup-steps -1" \
+    "generate --init $b --seed -1" "pipeline --micro-batches 1000000000" "pipeline --steps 1 --vocab 10" \
+    "dp --model gpt2 --data synthetic --steps 1 --workers 100000" "pipeline --steps 1 --optimizer adam --stages 2 --dp 60000"; do
+    flag=$(grep -o -- '--[a-z-]* [0-9-]*$' <<<"$refused" | cut -d' ' -f1)
+    # shellcheck disable=SC2086
+    if $b/bin/actkit $refused >/dev/null 2>$b/refused.err; then
+      echo "actkit $refused must be refused" >&2
+      exit 1
+    fi
+    grep -q -- "$flag" $b/refused.err || { cat $b/refused.err; echo "the refusal must name $flag" >&2; exit 1; }
+  done
+  if $b/bin/actkit memory --model resnet18 --batch 100000000 --levels L0 >/dev/null 2>$b/oom.err; then
+    echo "a batch that cannot fit must fail" >&2
+    exit 1
+  fi
+  grep -q "out of memory" $b/oom.err && ! grep -q "frame #" $b/oom.err ||
+    { cat $b/oom.err; echo "running out of memory must be one clear line" >&2; exit 1; }
 }
 
 # smoke_long B: the longer CLI runs of the build in folder B, after smoke B:

@@ -332,6 +332,18 @@ TEST(PipelineRun, RefusesBadSettings) {
   EXPECT_THROW(c.validate(), InvalidInput);
   c.pipeline.stages = 3;
   EXPECT_NO_THROW(c.validate());
+  // Counts bounded before anything is allocated (a billion micro-batches
+  // took 1.7 GB per rank before), and a vocabulary the byte text cannot use
+  // (an index error on the first batch before).
+  c = small_pipeline();
+  c.pipeline.micro_batches = pipeline::kMaxMicroBatches + 1;
+  EXPECT_THROW(c.validate(), InvalidInput);
+  c = small_pipeline();
+  c.data.set = app::DataSet::kFortunes;
+  c.pipeline.model_options.vocab_size = 10;
+  EXPECT_THROW(c.validate(), InvalidInput);
+  c.pipeline.model_options.vocab_size = 256;
+  EXPECT_NO_THROW(c.validate());
 }
 
 // An evaluation cut into batches and put back together gives evaluate()'s

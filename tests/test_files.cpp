@@ -1,8 +1,13 @@
 // actkit/core/files.h: the file-system calls ACTkit makes instead of
 // std::filesystem (which PyTorch's wheels export a copy of).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <fstream>
 #include <string>
@@ -131,6 +136,68 @@ TEST(Files, OutputPathsAreCheckedBeforeARun) {
   EXPECT_THROW(files::check_writable_folder(dir.file("plain")), IoError);  // a file where a folder goes
   EXPECT_THROW(files::check_writable_folder("/proc"), IoError);
   EXPECT_THROW(files::check_writable_folder("/proc/actkit-ckpt"), IoError);
+}
+
+// A path the user named that is a device, a FIFO or a link is written
+// through and stays what it was (before, the atomic write renamed a regular
+// file over it: `--json /dev/null` as root replaced the system's
+// /dev/null); the check before a run makes nothing beside it.
+TEST(Files, OutputsThroughDevicesFifosAndLinksLeaveTheNodes) {
+  test::TempDir dir;
+  struct stat st;
+  EXPECT_EQ(files::output_way("/dev/null"), files::OutputWay::kInPlace);
+  EXPECT_NO_THROW(files::check_writable_file("/dev/null"));
+  files::write_output_file("/dev/null", "{}\n", 3);
+  ASSERT_EQ(::lstat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  for (const std::string& name : files::list_directory("/dev")) {
+    EXPECT_NE(name.rfind("null.", 0), 0u) << "made beside /dev/null: " << name;
+  }
+  // /dev/stdout (a link): the bytes go out through this process's output.
+  files::write_output_file("/dev/stdout", "\n", 1);
+  ASSERT_EQ(::lstat("/dev/stdout", &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+
+  // A link to a regular file: the link stays, its target holds the bytes.
+  put_text(dir.file("target"), "old old old");
+  ASSERT_EQ(::symlink(dir.file("target").c_str(), dir.file("link").c_str()), 0);
+  EXPECT_NO_THROW(files::check_writable_file(dir.file("link")));
+  files::write_output_file(dir.file("link"), "new", 3);
+  ASSERT_EQ(::lstat(dir.file("link").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(file_text(dir.file("target")), "new");
+  EXPECT_EQ(files::list_directory(dir.path()), (std::vector<std::string>{"link", "target"}));
+
+  // A FIFO with a reader: the reader gets the bytes, the FIFO stays. Without
+  // one: an error at once, not a wait for a reader.
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW(files::write_output_file(fifo, "x", 1), IoError);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  files::write_output_file(fifo, "through", 7);
+  char got[16] = {};
+  EXPECT_EQ(::read(reader, got, sizeof got), 7);
+  ::close(reader);
+  EXPECT_EQ(std::string(got), "through");
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+
+  // Refused, and left as they were: a link to nothing, a socket, a folder.
+  ASSERT_EQ(::symlink(dir.file("nothing").c_str(), dir.file("dangling").c_str()), 0);
+  EXPECT_THROW(files::write_output_file(dir.file("dangling"), "x", 1), IoError);
+  EXPECT_FALSE(files::exists(dir.file("nothing")));
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string socket_path = dir.file("sock");
+  ASSERT_LT(socket_path.size(), sizeof address.sun_path);
+  std::strcpy(address.sun_path, socket_path.c_str());
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_THROW(files::check_writable_file(socket_path), IoError);
+  EXPECT_THROW(files::write_output_file(socket_path, "x", 1), IoError);
+  ::close(sock);
+  EXPECT_THROW(files::write_output_file(dir.path(), "x", 1), IoError);
 }
 
 // One run per folder: a second claim is refused naming the holder, and the

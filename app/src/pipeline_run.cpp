@@ -54,6 +54,10 @@ void PipelineRunConfig::validate() const {
     throw InvalidInput(c10::str("pipeline: ", c.model, " is not a language model (gpt2, gpt2-small, llama)"));
   }
   check_data_kind(data.set, true);
+  if (data.set == DataSet::kFortunes && !data.tokenizer && !is_hf_folder(init) && c.model_options.vocab_size < 256) {
+    throw InvalidInput(c10::str("pipeline: --vocab ", c.model_options.vocab_size,
+                                ": the fortunes text is read as bytes (0..255), so the vocabulary must be >= 256"));
+  }
   if (!save_hf.empty() && (resume || !is_hf_folder(init) || save.empty())) {
     throw InvalidInput("pipeline: --save-hf needs --init with a Hugging Face folder, and --save");
   }

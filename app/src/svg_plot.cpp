@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 namespace actkit::app {
 namespace {
@@ -85,9 +85,8 @@ void write_svg_line_plot(const std::string& path, const std::string& title, cons
       << ly + 4 << "\">" << escape(s.name) << "</text>\n";
   }
   o << "</svg>\n";
-  std::ofstream out(path);
-  out << o.str();
-  if (!out) throw Error("plot: cannot write " + path);
+  const std::string text = o.str();
+  files::write_output_file(path, text.data(), text.size());
 }
 
 }  // namespace actkit::app

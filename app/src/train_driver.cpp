@@ -19,6 +19,7 @@
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/models/zoo.h"
 #include "actkit/text/tokenizer.h"
 
@@ -146,7 +147,10 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
     meter.reset_peak();
   }
   r.step_time_ms = timing.mean_ms();
-  if (!c.save.empty()) save_state_dict(*model, c.save);
+  if (!c.save.empty()) {  // a path the user named: /dev/null stays a device
+    const std::vector<char> bytes = state_dict_bytes(*model);
+    files::write_output_file(c.save, bytes.data(), bytes.size());
+  }
   if (!c.save_hf.empty()) save_hf_folder(*model, c.init, c.save_hf);
   return r;
 }

@@ -44,9 +44,14 @@ bool is_legacy_torch_save(const std::string& path) {
 }  // namespace
 
 void save_state_dict(const torch::nn::Module& module, const std::string& path) {
+  const std::vector<char> bytes = state_dict_bytes(module);
+  files::write_file_atomic(path, bytes.data(), bytes.size());
+}
+
+std::vector<char> state_dict_bytes(const torch::nn::Module& module) {
   torch::OrderedDict<std::string, at::Tensor> tensors;
   for (const auto& [name, tensor] : named_state(module)) tensors.insert(name, tensor);
-  save_tensors(tensors, path);
+  return state_dict_bytes(tensors);
 }
 
 std::vector<char> state_dict_bytes(const torch::OrderedDict<std::string, at::Tensor>& tensors) {

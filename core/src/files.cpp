@@ -176,6 +176,10 @@ void commit_file(const std::string& temporary, const std::string& path) {
 void check_writable_file(const std::string& path) {
   if (path.empty()) throw IoError("an empty output path", EINVAL);
   if (is_directory(path)) fail("cannot write", path, EISDIR);
+  if (output_way(path) == OutputWay::kInPlace) {
+    if (::access(path.c_str(), W_OK) != 0) fail("cannot write", path, errno);
+    return;
+  }
   std::string folder = parent_path(path);
   if (folder.empty()) folder = ".";
   if (!is_directory(folder)) fail("cannot write", path, ENOENT);

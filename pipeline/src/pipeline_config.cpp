@@ -38,7 +38,9 @@ std::string PipelineConfig::optimizer_name() const {
 
 void PipelineConfig::validate() const {
   if (stages < 1) throw InvalidInput(c10::str("stages must be >= 1, got ", stages));
-  if (micro_batches < 1) throw InvalidInput(c10::str("micro-batches must be >= 1, got ", micro_batches));
+  if (micro_batches < 1 || micro_batches > kMaxMicroBatches) {
+    throw InvalidInput(c10::str("micro-batches must be in 1..", kMaxMicroBatches, ", got ", micro_batches));
+  }
   if (micro_batch_size < 1) throw InvalidInput(c10::str("micro-batch size must be >= 1, got ", micro_batch_size));
   if (seq_len < 1 || seq_len > model_options.max_positions) {
     throw InvalidInput(c10::str("sequence length ", seq_len, " outside 1..", model_options.max_positions));

@@ -21,8 +21,10 @@ void save_state_dict(const torch::nn::Module& module, const std::string& path);
 // naming the file and the cause if it cannot be written.
 void save_tensors(const torch::OrderedDict<std::string, at::Tensor>& tensors, const std::string& path);
 
-// The bytes save_tensors writes.
+// The bytes save_tensors writes; of `module`, the bytes save_state_dict
+// writes.
 std::vector<char> state_dict_bytes(const torch::OrderedDict<std::string, at::Tensor>& tensors);
+std::vector<char> state_dict_bytes(const torch::nn::Module& module);
 
 // The {name: tensor} entries of a torch.save file, in the file's order, as
 // CPU tensors. Reads what Python's torch.save writes for

@@ -54,7 +54,28 @@ void rename(const std::string& from, const std::string& to);
 // the disk, renamed over `path`, and the folder flushed too. Until the
 // rename the old file is untouched. Throws IoError naming `path` and the
 // cause (ENOSPC: "No space left on device"), the temporary file removed.
+// For ACTkit's own files (in its checkpoint folders): whatever is at
+// `path` is replaced, a planted link included.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
+
+// Writing a file at a path the user named (--json, --save FILE, --plot):
+// write_in_place when output_way says kInPlace, so that /dev/null or
+// /dev/stdout stay what they are; else write_file_atomic.
+void write_output_file(const std::string& path, const void* data, size_t size);
+
+// How a user's output path is written. kReplace: `path` is missing or a regular
+// file: the atomic write above. kInPlace: `path` is a character device
+// (/dev/null, a terminal), a FIFO or a link (/dev/stdout is one): its bytes
+// go through it, and the node stays what it was. Throws IoError naming
+// `path` for a folder, a block device, a socket or a link to nothing.
+enum class OutputWay { kReplace, kInPlace };
+OutputWay output_way(const std::string& path);
+// Writes `size` bytes through `path` (output_way: kInPlace): a regular file
+// reached through a link is truncated first and flushed to the disk; the
+// file this process's standard output or error already is (/dev/stdout,
+// /proc/self/fd/2) is written through that descriptor, after what was
+// printed there. A FIFO without a reader is an IoError at once, not a wait.
+void write_in_place(const std::string& path, const void* data, size_t size);
 // The two halves, for files that must appear together (a checkpoint's
 // parameters and optimizer state): write_temporary writes and flushes the
 // temporary file and returns its name; commit_file renames it to `path`
@@ -64,8 +85,9 @@ void commit_file(const std::string& temporary, const std::string& path);
 
 // Throws IoError naming `path` unless a file can be written there now: its
 // folder exists and takes a new file (one is made and removed), and `path`
-// is not a folder. For output
-// paths, checked before a run spends its time.
+// is not a folder; a path written in place (output_way) must be writable,
+// and nothing is made beside it. For output paths, checked before a run
+// spends its time.
 void check_writable_file(const std::string& path);
 // The same for a folder of outputs (a checkpoint folder): made if missing,
 // with its parents, and a file made and removed in it. Throws IoError

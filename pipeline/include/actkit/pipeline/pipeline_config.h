@@ -42,6 +42,12 @@ const char* to_string(TiedGradient tied);  // "codec", "feedback", "fp32"
 // Throws InvalidInput naming the accepted values.
 TiedGradient parse_tied_gradient(const std::string& name);
 
+// The most micro-batches of a step: each has its schedule entries, boundary
+// buffers and reports on every stage, allocated before the first step. GPipe
+// and 1F1B run 4-128 (GPipe's paper: up to 32 per step); 4096 is far above
+// any schedule's use and bounds that bookkeeping.
+constexpr int kMaxMicroBatches = 4096;
+
 struct PipelineConfig {
   std::string model = "gpt2";
   ModelOptions model_options;  // vocab_size 256 and max_positions = seq_len for the byte corpus
