@@ -16,6 +16,10 @@
 namespace actkit::cli {
 namespace {
 
+// The most ranks a benchmark run starts (it measures the collective, not the
+// machine's limits).
+constexpr int kMaxWorkers = 64;
+
 struct AllreduceArgs {
   int workers = 4;
   bench::AllreduceBenchConfig config;
@@ -52,7 +56,7 @@ void run_allreduce_rank(const AllreduceArgs& a) {
 void add_bench_allreduce_command(CLI::App& bench) {
   auto a = std::make_shared<AllreduceArgs>();
   CLI::App* c = bench.add_subcommand("allreduce", "1-bit compressed allreduce vs Gloo's fp32 allreduce, N ranks on loopback");
-  c->add_option("--workers", a->workers, "Ranks (processes)")->check(CLI::Range(1, 64))->capture_default_str();
+  c->add_option("--workers", a->workers, "Ranks (processes)")->check(CLI::Range(1, kMaxWorkers))->capture_default_str();
   c->add_option("--size", a->config.bytes, "fp32 buffer size (e.g. 64MiB)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
@@ -62,7 +66,11 @@ void add_bench_allreduce_command(CLI::App& bench) {
   add_json_option(c, &a->json_path);
   set_rank_callback(
       c, [] {}, [a] { run_allreduce_rank(*a); },
-      [a] { launch_local(rank_launch("bench allreduce", a->workers, "--workers", RankFlags{})); });
+      [a] {
+        RankFlags flags;
+        flags.max_ranks = kMaxWorkers;  // the flag's own bound, checked when parsed
+        launch_local(rank_launch("bench allreduce", a->workers, "--workers", flags));
+      });
 }
 
 }  // namespace actkit::cli

@@ -113,10 +113,12 @@ RankLaunch rank_launch(const std::string& command, int64_t ranks, const std::str
                        const RankFlags& flags) {
   const int ceiling = flags.max_ranks > 0 ? flags.max_ranks : default_rank_ceiling();
   if (ranks > ceiling) {
+    const std::string more = ranks <= kMaxRanks ? c10::str("; --max-ranks ", ranks, " starts them anyway")
+                                                : c10::str("; no launch starts more than ", kMaxRanks);
     throw InvalidInput(c10::str(command, ": ", counted_by, ": ", ranks, " ranks, more than the ", ceiling,
                                 " this launch starts",
                                 flags.max_ranks > 0 ? " (--max-ranks)" : " on this machine (4 per core, at least 16)",
-                                "; --max-ranks ", ranks, " starts them anyway (at most ", kMaxRanks, ")"));
+                                more));
   }
   if (ranks < 1) throw InvalidInput(c10::str(command, ": ", counted_by, ": ", ranks, " ranks"));
   return {command, command_line(), int(ranks), flags.port, rank_timeout_seconds(flags)};

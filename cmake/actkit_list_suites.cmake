@@ -5,6 +5,7 @@ if(NOT EXISTS "${program}")
   # Reported as a failed test naming the missing program, as GoogleTest's
   # own discovery does.
   add_test("${target}_NOT_BUILT" "${program}")
+  set_tests_properties("${target}_NOT_BUILT" PROPERTIES LABELS "${labels}")
   return()
 endif()
 execute_process(COMMAND "${program}" --gtest_list_tests

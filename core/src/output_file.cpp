@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iostream>
 
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -62,17 +64,29 @@ OutputWay output_way(const std::string& path) {
   }
   if (S_ISDIR(st.st_mode)) fail_output(path, "a folder", EISDIR);
   if (S_ISBLK(st.st_mode)) fail_output(path, "a block device is never written (give a file's path)", EPERM);
-  if (S_ISSOCK(st.st_mode)) fail_output(path, "a socket (give a file's path)", ENXIO);
+  // A socket only as this process's own output (/dev/stdout into a journal).
+  if (S_ISSOCK(st.st_mode) && standard_stream_of(st) < 0) fail_output(path, "a socket (give a file's path)", ENXIO);
   return OutputWay::kInPlace;
 }
 
 void write_in_place(const std::string& path, const void* data, size_t size) {
+  struct stat target;
+  if (::stat(path.c_str(), &target) != 0) fail_output(path, std::strerror(errno), errno);
+  const int stream = standard_stream_of(target);
+  if (stream >= 0) {
+    // What this process printed through stdio (or iostreams) goes first.
+    std::cout.flush();
+    std::fflush(nullptr);
+    write_all(stream, path, data, size);
+    return;
+  }
   // O_NONBLOCK: a FIFO nobody reads fails the open (ENXIO) instead of
   // waiting for a reader forever.
   const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     const int error_number = errno;
-    fail_output(path, error_number == ENXIO ? "a FIFO with no reader" : std::strerror(error_number), error_number);
+    const bool fifo = S_ISFIFO(target.st_mode) && error_number == ENXIO;
+    fail_output(path, fifo ? "a FIFO with no reader" : std::strerror(error_number), error_number);
   }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
@@ -80,15 +94,10 @@ void write_in_place(const std::string& path, const void* data, size_t size) {
     fail_output(path, "not a file, a character device or a FIFO", EPERM);
   }
   try {
-    const int stream = standard_stream_of(st);
-    if (stream >= 0) {
-      write_all(stream, path, data, size);
-    } else {
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-      if (S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) fail_output(path, std::strerror(errno), errno);
-      write_all(fd, path, data, size);
-      if (S_ISREG(st.st_mode) && ::fsync(fd) != 0) fail_output(path, std::strerror(errno), errno);
-    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) fail_output(path, std::strerror(errno), errno);
+    write_all(fd, path, data, size);
+    if (S_ISREG(st.st_mode) && ::fsync(fd) != 0) fail_output(path, std::strerror(errno), errno);
   } catch (...) {
     ::close(fd);
     throw;
