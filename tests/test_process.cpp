@@ -185,6 +185,26 @@ TEST(Process, RanksEndWithALauncherKilledOutright) {
   app::end_with_parent();
 }
 
+// The same for a child that never gets as far as end_with_parent (a rank
+// still loading LibTorch, here a shell): its death signal is set between
+// fork and exec. Before, such a child outlived a launcher killed outright.
+TEST(Process, ChildrenEndWithALauncherKilledBeforeTheirMain) {
+  test::TempDir dir;
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    const std::vector<app::ProcessSpec> specs{
+        {{"sh", "-c", "echo $$ > " + dir.file("pid0") + "; exec sleep 60"}, {}}};
+    app::run_processes(specs, std::chrono::seconds(30));
+    _exit(0);
+  }
+  const std::vector<pid_t> children = read_pids(dir.path(), 1, std::chrono::seconds(10));
+  ASSERT_EQ(children.size(), 1u);
+  ::kill(launcher, SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  EXPECT_TRUE(all_gone_within(children, std::chrono::seconds(2))) << "the child outlived its launcher";
+}
+
 }  // namespace
 }  // namespace actkit
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -249,6 +250,33 @@ TEST_F(TokenizerHostile, UnsupportedKindsAreNamed) {
                                                           {"invert", false}},
                                                          doc["pre_tokenizer"]})}};
   expect_refused(doc, "(unclosed");
+}
+
+// A pattern that backtracks without bound ((a+)+$ on a run of a's and one
+// other character doubles its time with each character: 33 ran past 60 s
+// before the match limit) ends in an error naming the file and the pattern.
+TEST_F(TokenizerHostile, ABacktrackingPatternIsStoppedNamingTheFile) {
+  json doc = base();
+  doc["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", json::array({{{"type", "Split"},
+                                                          {"pattern", {{"Regex", "(a+)+$"}}},
+                                                          {"behavior", "Isolated"},
+                                                          {"invert", false}},
+                                                         doc["pre_tokenizer"]})}};
+  const TempDir dir;
+  write_file(dir.file("tokenizer.json"), doc.dump());
+  const auto tokenizer = load_tokenizer(dir.path());
+  EXPECT_FALSE(tokenizer->encode("a b aaa").empty());  // ordinary text still encodes
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    tokenizer->encode(std::string(40, 'a') + "!");
+    ADD_FAILURE() << "a match of 2^40 backtracking steps ended";
+  } catch (const InvalidInput& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(dir.file("tokenizer.json")), std::string::npos) << what;
+    EXPECT_NE(what.find("(a+)+$"), std::string::npos) << what;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
 }
 
 TEST_F(TokenizerHostile, IdsThatRepeatOrAreOutOfRange) {

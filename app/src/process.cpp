@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <thread>
 
@@ -118,6 +119,41 @@ class ForwardedSignals {
 
 // How long children sent a forwarded signal get before they are killed.
 constexpr std::chrono::seconds kSignalGrace{5};
+
+// Starts one member of a group: fork, then in the child, before exec, the
+// death signal (SIGKILL once this thread's process is gone; exec keeps it),
+// so that a child ends with its launcher even if the launcher dies while the
+// child is still starting (a rank loading LibTorch has not yet reached
+// main()'s end_with_parent). posix_spawn has no place for that. Between fork
+// and exec the child makes only async-signal-safe calls: everything it
+// needs is prepared here. Returns the child's id; the errno of a failed
+// fork. A program that cannot be executed exits 127.
+pid_t start_member(char* const argv[], char* const envp[], bool discard_output, int* error_number) {
+  const pid_t parent = ::getpid();
+  sigset_t none;
+  sigemptyset(&none);
+  const bool search = std::strchr(argv[0], '/') == nullptr;
+  const pid_t pid = ::fork();
+  if (pid < 0) *error_number = errno;
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // the launcher is gone already
+  // Default handling and nothing blocked, whatever the launcher ignores or
+  // blocks (SIGPIPE, say, or its forwarding handlers).
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (discard_output) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null < 0 || ::dup2(null, STDOUT_FILENO) < 0 || ::dup2(null, STDERR_FILENO) < 0) ::_exit(127);
+    if (null > STDERR_FILENO) ::close(null);
+  }
+  if (search) {
+    ::execvpe(argv[0], argv, envp);
+  } else {
+    ::execve(argv[0], argv, envp);
+  }
+  ::_exit(127);
+}
 
 void check(int rc, const std::string& program, const char* what) {
   if (rc != 0) throw IoError(c10::str("cannot start ", program, ": ", what), rc);
@@ -247,6 +283,9 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
   std::fflush(stdout);
   std::fflush(stderr);
   for (const auto& spec : specs) {
+    // A signal while the group starts: stop starting it (the wait below
+    // passes the signal on to those already started).
+    if (g_forward_signal != 0) break;
     std::vector<char*> argv;
     for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -257,29 +296,26 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     std::vector<char*> envp;
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
-    FileActions fa;
-    if (spec.output == ChildOutput::kDiscard) {
-      posix_spawn_file_actions_addopen(&fa.actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-      posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, STDERR_FILENO);
-    }
-    SpawnAttributes sa;
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&sa.attr, &none);
-    posix_spawnattr_setsigdefault(&sa.attr, &all);
-    posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = 0;
-    const int rc = ::posix_spawnp(&pid, argv[0], &fa.actions, &sa.attr, argv.data(), envp.data());
-    if (rc != 0) {
+    int error_number = 0;
+    const pid_t pid = start_member(argv.data(), envp.data(), spec.output == ChildOutput::kDiscard, &error_number);
+    if (pid < 0) {
       kill_all();
-      throw IoError("cannot start " + spec.argv.front(), rc);
+      throw IoError(c10::str("cannot start ", spec.argv.front(), ": ", std::strerror(error_number)), error_number);
     }
     pids.push_back(pid);
   }
   std::vector<ProcessResult> results(specs.size());
   std::vector<bool> done(specs.size(), false);
   size_t remaining = specs.size();
+  // Those never started (a signal came first) end as if it had reached them;
+  // their id stays -1 and is never waited for or signalled.
+  for (size_t i = pids.size(); i < specs.size(); ++i) {
+    pids.push_back(-1);
+    results[i].signal = g_forward_signal;
+    results[i].killed_by_group = true;
+    done[i] = true;
+    --remaining;
+  }
   bool failed = false;
   auto deadline = std::chrono::steady_clock::time_point::max();
   int forwarded = 0;
@@ -329,6 +365,7 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (forwarded == 0) forwarded = g_forward_signal;  // one that came while the group started, or at its end
   if (forwarded != 0) {
     // End as the signal would have ended this process, now that no child is left.
     scratch.remove();

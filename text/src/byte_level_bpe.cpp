@@ -22,7 +22,7 @@ AddedTokenMatcher matcher(const std::vector<AddedTokenSpec>& tokens, bool normal
 
 ByteLevelBpe::ByteLevelBpe(ByteLevelBpeSpec spec)
     : normalization_(spec.normalization),
-      pre_tokenizer_(spec.pre_tokenizer),
+      pre_tokenizer_(spec.pre_tokenizer, spec.source),
       bpe_(spec.vocab, spec.merges, spec.options),
       raw_added_(matcher(spec.added_tokens, false, spec.normalization)),
       normalized_added_(matcher(spec.added_tokens, true, spec.normalization)),

@@ -1,6 +1,7 @@
 #include "pre_tokenizer.h"
 
 #include <stdexcept>
+#include <utility>
 
 #include "actkit/core/errors.h"
 #include "byte_level.h"
@@ -30,9 +31,12 @@ std::unique_ptr<icu::RegexPattern> compile(const std::string& pattern, bool lite
 // text between them, as the tokenizers package's Split (Isolated) does with
 // Oniguruma's search: an empty match right where the previous match ended
 // is passed over, and empty pieces are dropped.
-std::vector<icu::UnicodeString> isolate(const icu::RegexPattern& regex, const std::vector<icu::UnicodeString>& pieces) {
+std::vector<icu::UnicodeString> isolate(const icu::RegexPattern& regex, const std::vector<icu::UnicodeString>& pieces,
+                                        const std::string& source) {
   UErrorCode status = U_ZERO_ERROR;
   const std::unique_ptr<icu::RegexMatcher> matcher(regex.matcher(status));
+  matcher->setTimeLimit(PreTokenizer::kMatchTimeLimit, status);
+  matcher->setStackLimit(PreTokenizer::kMatchStackLimit, status);
   if (U_FAILURE(status)) throw InvalidInput(std::string("ICU regex matcher: ") + u_errorName(status));
   std::vector<icu::UnicodeString> out;
   out.reserve(pieces.size() * 2);
@@ -50,7 +54,10 @@ std::vector<icu::UnicodeString> isolate(const icu::RegexPattern& regex, const st
       last_end = end;
     }
     if (U_FAILURE(status)) {
-      throw InvalidInput(std::string("pre-tokenizer pattern gave up on the text: ") + u_errorName(status));
+      const bool limit = status == U_REGEX_TIME_OUT || status == U_REGEX_STACK_OVERFLOW;
+      throw InvalidInput(source + ": pre-tokenizer pattern '" + to_utf8(regex.pattern()) + "' gave up on the text (" +
+                         u_errorName(status) +
+                         (limit ? "): it backtracks past the limits a match may use" : ")"));
     }
     if (done < piece.length()) out.emplace_back(piece, done, piece.length() - done);
   }
@@ -59,7 +66,8 @@ std::vector<icu::UnicodeString> isolate(const icu::RegexPattern& regex, const st
 
 }  // namespace
 
-PreTokenizer::PreTokenizer(const std::vector<PreTokenizerStep>& steps) {
+PreTokenizer::PreTokenizer(const std::vector<PreTokenizerStep>& steps, std::string source)
+    : source_(std::move(source)) {
   for (const PreTokenizerStep& s : steps) {
     Step step;
     if (s.kind == PreTokenizerStep::Kind::kSplit) {
@@ -83,7 +91,7 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string>& words)
         if (!p.startsWith(icu::UnicodeString(u' '))) p.insert(0, u' ');
       }
     }
-    if (step.regex) pieces = isolate(*step.regex, pieces);
+    if (step.regex) pieces = isolate(*step.regex, pieces, source_);
   }
   for (const icu::UnicodeString& p : pieces) words.push_back(bytes_to_symbols(to_utf8(p)));
 }

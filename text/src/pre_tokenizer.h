@@ -36,17 +36,26 @@ struct PreTokenizerStep {
 
 class PreTokenizer {
  public:
-  // `steps` ends with its one kByteLevel step. Throws std::invalid_argument
-  // naming the pattern, ICU's error and the offset where ICU refuses it.
-  explicit PreTokenizer(const std::vector<PreTokenizerStep>& steps);
+  // `steps` ends with its one kByteLevel step; `source` (the file they
+  // came from) is named in errors. Throws std::invalid_argument naming the
+  // pattern, ICU's error and the offset where ICU refuses it.
+  PreTokenizer(const std::vector<PreTokenizerStep>& steps, std::string source);
   ~PreTokenizer();
   PreTokenizer(PreTokenizer&&) noexcept;
 
   // Appends the words of `text` (well-formed UTF-8, not empty), in order and
-  // in the byte-level alphabet, to `words`. Throws InvalidInput when the
-  // expression engine gives up on `text` (its backtracking memory is
-  // bounded).
+  // in the byte-level alphabet, to `words`. Throws InvalidInput naming the
+  // file and the pattern when the expression engine gives up on `text`: a
+  // match runs at most kMatchTimeLimit of ICU's steps and kMatchStackLimit
+  // of backtracking memory, so a pattern that backtracks without bound
+  // ((a+)+$ and the like, from a hostile file) ends in an error, not a hang.
   void split(std::string_view text, std::vector<std::string>& words) const;
+
+  // ICU's time limit per match, in its steps ("on the order of
+  // milliseconds" each, by ICU's documentation): the patterns of real
+  // tokenizers match a word in microseconds.
+  static constexpr int32_t kMatchTimeLimit = 1000;
+  static constexpr int32_t kMatchStackLimit = 8 << 20;  // bytes
 
  private:
   struct Step {
@@ -54,6 +63,7 @@ class PreTokenizer {
     bool add_prefix_space = false;
   };
   std::vector<Step> steps_;
+  std::string source_;
 };
 
 }  // namespace actkit::text

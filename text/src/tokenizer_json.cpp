@@ -222,6 +222,7 @@ ByteLevelBpeSpec read_tokenizer_json(const std::string& path) {
   const Reader r(path);
   if (!doc.is_object()) r.fail("not a JSON object");
   ByteLevelBpeSpec spec;
+  spec.source = path;
   if (const json* v = r.member(doc, "version"); v != nullptr && *v != "1.0") {
     r.fail("version " + v->dump() + " is not supported (only \"1.0\")");
   }

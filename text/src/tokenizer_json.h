@@ -35,6 +35,7 @@ struct ByteLevelBpeSpec {
   std::vector<PreTokenizerStep> pre_tokenizer;  // ends with its ByteLevel step
   std::vector<AddedTokenSpec> added_tokens;
   int64_t vocab_size = 0;  // one more than the largest id of the vocabulary or the added tokens
+  std::string source;      // the file it was read from, for messages
 };
 
 // Ids past this are refused: the tables indexed by id stay small whatever a

@@ -1,7 +1,8 @@
 // Running another program: fio for the swap benchmark, a converter for PNG
 // plots, this executable again for a level that needs a process of its own.
-// Always an argument vector handed to the program (posix_spawn), never a
-// shell command line, so paths and names pass through as they are.
+// Always an argument vector handed to the program (posix_spawn; fork and
+// exec for a group), never a shell command line, so paths and names pass
+// through as they are.
 #pragma once
 
 #include <chrono>
@@ -51,12 +52,15 @@ struct ProcessSpec {
 // together: one still running then is stuck).
 // SIGINT, SIGTERM or SIGHUP to this process is passed on to every child
 // still running; they get a few seconds to end, are then killed, and this
-// process ends by the signal it was sent. Each child finds this process's
-// id in ACTKIT_PARENT_PID (see end_with_parent). With `private_tmpdir`,
-// the children share a new folder only this user can read as their TMPDIR
-// (files::make_private_directory), removed with everything in it once they
-// have all ended, however they ended: a killed rank's temporary files do
-// not outlive the group.
+// process ends by the signal it was sent, also when the signal comes while
+// the group is still starting (no more are started). Each child is killed
+// when the thread that called this ends (PR_SET_PDEATHSIG, set before the
+// child's program runs: call it from the thread that outlives the group),
+// and finds this process's id in ACTKIT_PARENT_PID (see end_with_parent).
+// With `private_tmpdir`, the children share a new folder only this user can
+// read as their TMPDIR (files::make_private_directory), removed with
+// everything in it once they have all ended, however they ended: a killed
+// rank's temporary files do not outlive the group.
 // Throws InvalidInput for an empty list, an empty argv or kCapture;
 // IoError if one cannot be started (those already started are killed).
 std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, std::chrono::milliseconds grace,
