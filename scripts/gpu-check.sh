@@ -185,8 +185,9 @@ for step in "${steps[@]}"; do
     swap)
       run swap 300 $bin/actkit bench swap --dir "${SWAP_DIR:-/tmp}" --size 4GiB --repeats 3 --json "$out/swap.json" ;;
     tests)
-      # Through CTest, one process per test: a crash names its test and
-      # hides no other.
+      # Through CTest, one process per test suite: a crash names its suite
+      # and hides no other suite (the rest of its own suite does not run:
+      # BACKTRACE_TESTS below, or the program with --gtest_filter, for those).
       run tests "${TESTS_SECONDS:-560}" ctest --test-dir build-gpu -j "$(nproc)" --timeout 300 --output-on-failure ;;
     nccl)
       # The NCCL group on this machine's GPU (a group of one: NCCL refuses two
