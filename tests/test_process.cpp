@@ -109,23 +109,37 @@ std::vector<pid_t> read_pids(const std::string& dir, int n, std::chrono::millise
   return pids;
 }
 
+// A launcher in a process of its own (forked): it runs `specs` as a group
+// and exits. Returns its id.
+pid_t fork_launcher(const std::vector<app::ProcessSpec>& specs, bool private_tmpdir) {
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    app::run_processes(specs, std::chrono::seconds(30), private_tmpdir);
+    _exit(0);
+  }
+  return launcher;
+}
+
+// Kills `launcher` outright and reaps it.
+void kill_outright(pid_t launcher) {
+  ::kill(launcher, SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+}
+
 // SIGTERM to a launcher reaches its children, and the launcher then ends
 // by that signal: no rank trains on under PID 1.
 TEST(Process, ASignalToTheLauncherEndsItsChildren) {
   test::TempDir dir;
-  const pid_t launcher = fork();
-  if (launcher == 0) {
-    std::vector<app::ProcessSpec> specs;
-    for (int i = 0; i < 2; ++i) {
-      // Each leaves a file in the group's private TMPDIR and says where it is.
-      specs.push_back({{"sh", "-c",
-                        "touch \"$TMPDIR/x$$\"; echo \"$TMPDIR\" > " + dir.file("tmp" + std::to_string(i)) +
-                            "; echo $$ > " + dir.file("pid" + std::to_string(i)) + "; exec sleep 60"},
-                       {}});
-    }
-    app::run_processes(specs, std::chrono::seconds(30), /*private_tmpdir=*/true);
-    _exit(0);
+  std::vector<app::ProcessSpec> specs;
+  for (int i = 0; i < 2; ++i) {
+    // Each leaves a file in the group's private TMPDIR and says where it is.
+    specs.push_back({{"sh", "-c",
+                      "touch \"$TMPDIR/x$$\"; echo \"$TMPDIR\" > " + dir.file("tmp" + std::to_string(i)) +
+                          "; echo $$ > " + dir.file("pid" + std::to_string(i)) + "; exec sleep 60"},
+                     {}});
   }
+  const pid_t launcher = fork_launcher(specs, /*private_tmpdir=*/true);
   const std::vector<pid_t> children = read_pids(dir.path(), 2, std::chrono::seconds(10));
   ASSERT_EQ(children.size(), 2u);
   std::string scratch;
@@ -176,9 +190,7 @@ TEST(Process, RanksEndWithALauncherKilledOutright) {
   }
   const std::vector<pid_t> ranks = read_pids(dir.path(), 1, std::chrono::seconds(10));
   ASSERT_EQ(ranks.size(), 1u);
-  ::kill(launcher, SIGKILL);
-  int status = 0;
-  ::waitpid(launcher, &status, 0);
+  kill_outright(launcher);
   EXPECT_TRUE(all_gone_within(ranks, std::chrono::seconds(2))) << "the rank outlived its launcher";
   // Without the variable nothing changes.
   ::unsetenv("ACTKIT_PARENT_PID");
@@ -190,18 +202,11 @@ TEST(Process, RanksEndWithALauncherKilledOutright) {
 // fork and exec. Before, such a child outlived a launcher killed outright.
 TEST(Process, ChildrenEndWithALauncherKilledBeforeTheirMain) {
   test::TempDir dir;
-  const pid_t launcher = fork();
-  if (launcher == 0) {
-    const std::vector<app::ProcessSpec> specs{
-        {{"sh", "-c", "echo $$ > " + dir.file("pid0") + "; exec sleep 60"}, {}}};
-    app::run_processes(specs, std::chrono::seconds(30));
-    _exit(0);
-  }
+  const pid_t launcher =
+      fork_launcher({{{"sh", "-c", "echo $$ > " + dir.file("pid0") + "; exec sleep 60"}, {}}}, false);
   const std::vector<pid_t> children = read_pids(dir.path(), 1, std::chrono::seconds(10));
   ASSERT_EQ(children.size(), 1u);
-  ::kill(launcher, SIGKILL);
-  int status = 0;
-  ::waitpid(launcher, &status, 0);
+  kill_outright(launcher);
   EXPECT_TRUE(all_gone_within(children, std::chrono::seconds(2))) << "the child outlived its launcher";
 }
 

@@ -178,6 +178,19 @@ class TokenizerHostile : public ::testing::Test {
  protected:
   json base() const { return json::parse(read_file(tokenizer_fixture("gpt2/tokenizer.json"))); }
 
+  // The fixture with a Split on `pattern` (Isolated) before its ByteLevel
+  // pre-tokenizer.
+  json with_split(const std::string& pattern) const {
+    json doc = base();
+    doc["pre_tokenizer"] = {{"type", "Sequence"},
+                            {"pretokenizers", json::array({{{"type", "Split"},
+                                                            {"pattern", {{"Regex", pattern}}},
+                                                            {"behavior", "Isolated"},
+                                                            {"invert", false}},
+                                                           doc["pre_tokenizer"]})}};
+    return doc;
+  }
+
   // Loading a folder holding `doc` as its tokenizer.json throws FormatError
   // whose message names the file and contains `reason`.
   void expect_refused(const std::string& doc, const std::string& reason) {
@@ -242,29 +255,15 @@ TEST_F(TokenizerHostile, UnsupportedKindsAreNamed) {
   doc = base();
   doc["model"]["continuing_subword_prefix"] = "##";
   expect_refused(doc, "continuing_subword_prefix");
-  doc = base();
-  doc["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers", json::array({{{"type", "Split"},
-                                                          {"pattern", {{"Regex", "(unclosed"}}},
-                                                          {"behavior", "Isolated"},
-                                                          {"invert", false}},
-                                                         doc["pre_tokenizer"]})}};
-  expect_refused(doc, "(unclosed");
+  expect_refused(with_split("(unclosed"), "(unclosed");
 }
 
 // A pattern that backtracks without bound ((a+)+$ on a run of a's and one
 // other character doubles its time with each character: 33 ran past 60 s
 // before the match limit) ends in an error naming the file and the pattern.
 TEST_F(TokenizerHostile, ABacktrackingPatternIsStoppedNamingTheFile) {
-  json doc = base();
-  doc["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers", json::array({{{"type", "Split"},
-                                                          {"pattern", {{"Regex", "(a+)+$"}}},
-                                                          {"behavior", "Isolated"},
-                                                          {"invert", false}},
-                                                         doc["pre_tokenizer"]})}};
   const TempDir dir;
-  write_file(dir.file("tokenizer.json"), doc.dump());
+  write_file(dir.file("tokenizer.json"), with_split("(a+)+$").dump());
   const auto tokenizer = load_tokenizer(dir.path());
   EXPECT_FALSE(tokenizer->encode("a b aaa").empty());  // ordinary text still encodes
   const auto t0 = std::chrono::steady_clock::now();

@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,18 +30,6 @@ struct Fd {
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
-};
-
-// posix_spawn's file actions and attributes, destroyed on every path.
-struct FileActions {
-  posix_spawn_file_actions_t actions;
-  FileActions() { posix_spawn_file_actions_init(&actions); }
-  ~FileActions() { posix_spawn_file_actions_destroy(&actions); }
-};
-struct SpawnAttributes {
-  posix_spawnattr_t attr;
-  SpawnAttributes() { posix_spawnattr_init(&attr); }
-  ~SpawnAttributes() { posix_spawnattr_destroy(&attr); }
 };
 
 // The signal a launcher was sent, to pass on to its children (0: none).
@@ -120,15 +107,17 @@ class ForwardedSignals {
 // How long children sent a forwarded signal get before they are killed.
 constexpr std::chrono::seconds kSignalGrace{5};
 
-// Starts one member of a group: fork, then in the child, before exec, the
-// death signal (SIGKILL once this thread's process is gone; exec keeps it),
-// so that a child ends with its launcher even if the launcher dies while the
-// child is still starting (a rank loading LibTorch has not yet reached
-// main()'s end_with_parent). posix_spawn has no place for that. Between fork
-// and exec the child makes only async-signal-safe calls: everything it
-// needs is prepared here. Returns the child's id; the errno of a failed
-// fork. A program that cannot be executed exits 127.
-pid_t start_member(char* const argv[], char* const envp[], bool discard_output, int* error_number) {
+// Starts a child, the one way every child starts: fork, then in the child,
+// before exec, the death signal (SIGKILL once this thread's process is gone;
+// exec keeps it), so that a child ends with its launcher even if the
+// launcher dies while the child is still starting (a rank loading LibTorch
+// has not yet reached main()'s end_with_parent); posix_spawn has no place
+// for that. `output`: kInherit, kDiscard (stdout and stderr to /dev/null) or
+// kCapture (stdout onto `capture_fd`). Between fork and exec the child makes
+// only async-signal-safe calls: everything it needs is prepared here.
+// Returns the child's id, or -1 with the errno of the failed fork in
+// *error_number. A program that cannot be executed exits 127.
+pid_t start_child(char* const argv[], char* const envp[], ChildOutput output, int capture_fd, int* error_number) {
   const pid_t parent = ::getpid();
   sigset_t none;
   sigemptyset(&none);
@@ -142,10 +131,12 @@ pid_t start_member(char* const argv[], char* const envp[], bool discard_output, 
   // blocks (SIGPIPE, say, or its forwarding handlers).
   for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (discard_output) {
+  if (output == ChildOutput::kDiscard) {
     const int null = ::open("/dev/null", O_WRONLY);
     if (null < 0 || ::dup2(null, STDOUT_FILENO) < 0 || ::dup2(null, STDERR_FILENO) < 0) ::_exit(127);
     if (null > STDERR_FILENO) ::close(null);
+  } else if (output == ChildOutput::kCapture && ::dup2(capture_fd, STDOUT_FILENO) < 0) {
+    ::_exit(127);
   }
   if (search) {
     ::execvpe(argv[0], argv, envp);
@@ -155,8 +146,14 @@ pid_t start_member(char* const argv[], char* const envp[], bool discard_output, 
   ::_exit(127);
 }
 
-void check(int rc, const std::string& program, const char* what) {
-  if (rc != 0) throw IoError(c10::str("cannot start ", program, ": ", what), rc);
+ProcessResult result_of(int status) {
+  ProcessResult r;
+  if (WIFEXITED(status)) {
+    r.exit_status = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.signal = WTERMSIG(status);
+  }
+  return r;
 }
 
 }  // namespace
@@ -167,46 +164,31 @@ ProcessResult run_process(const std::vector<std::string>& args, ChildOutput outp
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
-  FileActions fa;
   Fd read_end, write_end;
   if (output == ChildOutput::kCapture) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw IoError("cannot make a pipe for " + args.front(), errno);
     read_end.fd = fds[0];
     write_end.fd = fds[1];
-    check(posix_spawn_file_actions_adddup2(&fa.actions, write_end.fd, STDOUT_FILENO), args.front(), "dup2");
-  } else if (output == ChildOutput::kDiscard) {
-    check(posix_spawn_file_actions_addopen(&fa.actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0), args.front(),
-          "/dev/null");
-    check(posix_spawn_file_actions_adddup2(&fa.actions, STDOUT_FILENO, STDERR_FILENO), args.front(), "dup2");
   }
-  // The child starts with default signal handling and nothing blocked,
-  // whatever this process ignores or blocks (SIGPIPE, say).
-  SpawnAttributes sa;
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  check(posix_spawnattr_setsigmask(&sa.attr, &none), args.front(), "signal mask");
-  check(posix_spawnattr_setsigdefault(&sa.attr, &all), args.front(), "signal defaults");
-  check(posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF), args.front(), "flags");
   std::fflush(stdout);
   std::fflush(stderr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, argv[0], &fa.actions, &sa.attr, argv.data(), environ);
-  if (rc != 0) throw IoError("cannot start " + args.front(), rc);
+  int error_number = 0;
+  const pid_t pid = start_child(argv.data(), environ, output, write_end.fd, &error_number);
+  if (pid < 0) throw IoError(c10::str("cannot start ", args.front(), ": ", std::strerror(error_number)), error_number);
   if (write_end.fd >= 0) {
     ::close(write_end.fd);  // the child holds its own copy; EOF comes when it exits
     write_end.fd = -1;
   }
 
-  ProcessResult result;
+  std::string output_text;
   int read_error = 0;
   if (read_end.fd >= 0) {
     char buf[4096];
     for (;;) {
       const ssize_t n = ::read(read_end.fd, buf, sizeof(buf));
       if (n > 0) {
-        result.output.append(buf, size_t(n));
+        output_text.append(buf, size_t(n));
       } else if (n == 0) {
         break;
       } else if (errno != EINTR) {
@@ -220,12 +202,9 @@ ProcessResult run_process(const std::vector<std::string>& args, ChildOutput outp
     if (errno != EINTR) throw IoError("cannot wait for " + args.front(), errno);
   }
   if (read_error != 0) throw IoError("cannot read the output of " + args.front(), read_error);
-  if (WIFEXITED(status)) {
-    result.exit_status = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.signal = WTERMSIG(status);
-  }
-  // posix_spawnp reports a missing program only through the child's exit.
+  ProcessResult result = result_of(status);
+  result.output = std::move(output_text);
+  // A missing program shows only in the child's exit.
   if (result.exit_status == 127 && !program_in_path(args.front())) {
     throw IoError("cannot start " + args.front() + ": not found", ENOENT);
   }
@@ -246,16 +225,6 @@ std::vector<std::string> environment_with(const std::vector<std::pair<std::strin
   }
   for (const auto& [k, v] : extra) env.push_back(k + "=" + v);
   return env;
-}
-
-ProcessResult result_of(int status) {
-  ProcessResult r;
-  if (WIFEXITED(status)) {
-    r.exit_status = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    r.signal = WTERMSIG(status);
-  }
-  return r;
 }
 
 }  // namespace
@@ -297,7 +266,7 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
     int error_number = 0;
-    const pid_t pid = start_member(argv.data(), envp.data(), spec.output == ChildOutput::kDiscard, &error_number);
+    const pid_t pid = start_child(argv.data(), envp.data(), spec.output, -1, &error_number);
     if (pid < 0) {
       kill_all();
       throw IoError(c10::str("cannot start ", spec.argv.front(), ": ", std::strerror(error_number)), error_number);

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "actkit/core/errors.h"
+#include "write_fully.h"
 
 namespace actkit::files {
 namespace {
@@ -133,19 +134,7 @@ std::string write_temporary(const std::string& path, const void* data, size_t si
   const std::string temporary = c10::str(path, ".tmp.", ::getpid(), ".", counter++);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) fail("cannot write", path, errno);
-  const char* p = static_cast<const char*>(data);
-  size_t left = size;
-  int error_number = 0;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error_number = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    p += n;
-    left -= size_t(n);
-  }
+  int error_number = detail::write_fully(fd, data, size);
   if (error_number == 0 && ::fsync(fd) != 0) error_number = errno;
   if (::close(fd) != 0 && error_number == 0) error_number = errno;
   if (error_number != 0) {

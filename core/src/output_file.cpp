@@ -3,7 +3,6 @@
 // `--json /dev/stdout` prints and `--json /dev/null` discards, and the
 // system's nodes stay what they are.
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
+#include "write_fully.h"
 
 namespace actkit::files {
 namespace {
@@ -32,19 +32,11 @@ int standard_stream_of(const struct stat& st) {
   return -1;
 }
 
+// Standard output may be a non-blocking descriptor we were given:
+// write_fully waits while it is full.
 void write_all(int fd, const std::string& path, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {  // a non-blocking descriptor we were given: wait until it takes more
-      pollfd w{fd, POLLOUT, 0};
-      ::poll(&w, 1, -1);
-      continue;
-    }
-    if (n <= 0) fail_output(path, std::strerror(n < 0 ? errno : ENOSPC), n < 0 ? errno : ENOSPC);
-    p += n;
-    size -= size_t(n);
+  if (const int error_number = detail::write_fully(fd, data, size)) {
+    fail_output(path, std::strerror(error_number), error_number);
   }
 }
 

@@ -1,8 +1,8 @@
 // Running another program: fio for the swap benchmark, a converter for PNG
 // plots, this executable again for a level that needs a process of its own.
-// Always an argument vector handed to the program (posix_spawn; fork and
-// exec for a group), never a shell command line, so paths and names pass
-// through as they are.
+// Always an argument vector handed to the program (fork and exec, the child
+// set to end with this process), never a shell command line, so paths and
+// names pass through as they are.
 #pragma once
 
 #include <chrono>
