@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "actkit/app/dp_run.h"
+#include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/hf_folder.h"
 #include "actkit/core/errors.h"
 #include "cli_util.h"
@@ -50,7 +51,11 @@ void finish_config(DpFlags& f) {
   r.validate();
   // Before the run spends its time (and before any rank starts).
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
-  if (!r.save.empty()) files::check_writable_folder(r.save);
+  if (!r.resume.empty()) files::FolderLock::check_free(r.resume);
+  if (!r.save.empty()) {
+    app::check_checkpoint_folder(r.save, "dp: --save");
+    files::check_writable_folder(r.save);
+  }
   if (!r.save_hf.empty()) files::check_writable_folder(r.save_hf);
 }
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/hf_folder.h"
 #include "actkit/app/model_defaults.h"
 #include "actkit/app/pipeline_run.h"
@@ -36,7 +37,7 @@ struct PipelineFlags {
   std::string grid = "symmetric", scale = "tensor", bw_scale = "tensor", tied = "codec";
   std::string bandwidth = "unlimited", latency = "0";
   std::string data = "fortunes", optimizer = "adamw";
-  std::string buffer_memory = "unlimited", buffer_format = "fp16", resume;
+  std::string buffer_memory = "unlimited", buffer_format = "fp16";
   RankFlags rank;
   std::string json_path;
 };
@@ -54,6 +55,8 @@ void finish_config(PipelineFlags& f) {
   c.model_options = app::language_model_options(f.shape);
   c.model_options.vocab_size = f.vocab;
   c.seq_len = f.shape.seq_len;
+  // A run resumed from a start of a Hugging Face folder: that folder again.
+  app::resolve_pipeline_origin(r);
   if (!r.init.empty() && app::is_hf_folder(r.init)) {
     // A Hugging Face folder names its model and shape (its tokenizer makes the tokens).
     const app::HfModelInfo info = app::read_hf_config(r.init);
@@ -101,16 +104,15 @@ void finish_config(PipelineFlags& f) {
     throw InvalidInput("pipeline: --optimizer " + f.optimizer +
                        ": expected adamw or sgd (the data-parallel optimizers need --dp N, N > 1)");
   }
-  if (!f.resume.empty()) {
-    if (!r.init.empty()) throw InvalidInput("pipeline: give --init or --resume, not both");
-    r.init = f.resume;
-    r.resume = true;
-  }
   r.group.backend = f.rank.backend;
   r.validate();
   // Before the run spends its time (and before any rank starts).
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
-  if (!r.save.empty()) files::check_writable_folder(r.save);
+  if (!r.resume.empty()) files::FolderLock::check_free(r.resume);
+  if (!r.save.empty()) {
+    app::check_checkpoint_folder(r.save, "pipeline: --save");
+    files::check_writable_folder(r.save);
+  }
   if (!r.save_hf.empty()) files::check_writable_folder(r.save_hf);
 }
 
@@ -312,7 +314,9 @@ void add_pipeline_command(CLI::App& app) {
                 "With --init a Hugging Face folder and --save: write the trained model here as a Hugging Face folder");
   p->add_option("--save-every", r.save_every, "Also checkpoint to --save every N steps")
       ->check(kNonNegativeNumber);
-  p->add_option("--resume", f->resume, "Continue the run a --save directory holds (same stages and settings)");
+  p->add_option("--resume", r.resume,
+                "Continue the run a --save directory holds (same stages and settings; a run started from a Hugging "
+                "Face folder finds it again, or takes it from --init)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
   add_allow_non_finite_flag(p, &r.allow_non_finite);

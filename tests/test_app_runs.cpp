@@ -11,11 +11,16 @@
 #include <iterator>
 #include <sstream>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/dp_run.h"
+#include "actkit/app/hf_folder.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/app/train_step.h"
 #include "actkit/converters/convert.h"
+#include "actkit/converters/safetensors.h"
 #include "actkit/models/zoo.h"
 #include "actkit/comm/comm_error.h"
 #include "actkit/core/errors.h"
@@ -253,8 +258,7 @@ TEST(PipelineRun, ResumesBitForBit) {
   first.save = fresh_dir("pipeline");
   app::run_pipeline_rank(first);
   app::PipelineRunConfig rest = small_pipeline();
-  rest.init = first.save;
-  rest.resume = true;
+  rest.resume = first.save;
   const app::PipelineRunResult resumed = app::run_pipeline_rank(rest);
   EXPECT_EQ(resumed.start.first_step, 2);
   ASSERT_EQ(resumed.losses.size(), 2u);
@@ -276,8 +280,7 @@ TEST(PipelineRun, ResumesBitForBit) {
     damaged[damaged.size() / 3] ^= 0x01;
     std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
     app::PipelineRunConfig again = small_pipeline();
-    again.init = first.save;
-    again.resume = true;
+    again.resume = first.save;
     try {
       app::run_pipeline_rank(again);
       ADD_FAILURE() << "a damaged " << name << " was resumed from";
@@ -288,11 +291,82 @@ TEST(PipelineRun, ResumesBitForBit) {
   }
   // Nothing left to do is refused.
   app::PipelineRunConfig done = small_pipeline();
-  done.init = first.save;
-  done.resume = true;
+  done.resume = first.save;
   done.steps = 2;
   EXPECT_THROW(app::run_pipeline_rank(done), InvalidInput);
   files::remove_all(first.save);
+}
+
+// A pipeline started from a Hugging Face folder resumes from its --save
+// folder alone (the checkpoint records where it started), bit for bit; a
+// folder of another model given with --init, or a recorded folder gone, is
+// refused before anything runs.
+TEST(PipelineRun, ResumesARunStartedFromAHuggingFaceFolder) {
+  const std::string dir = fresh_dir("hf-start");
+  const std::string hf = dir + "/model";
+  files::create_directories(hf);
+  const std::string config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+    "activation_function": "gelu_new", "vocab_size": 1504, "n_positions": 16, "n_embd": 16, "n_layer": 1,
+    "n_head": 2, "n_inner": null, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": true})";
+  files::write_file_atomic(hf + "/config.json", config.data(), config.size());
+  const app::HfModelInfo info = app::read_hf_config(hf);
+  torch::manual_seed(3);
+  std::map<std::string, at::Tensor> zoo;
+  for (const auto& p : make_model(info.zoo_name, info.options)->named_parameters()) zoo[p.key()] = p.value().detach();
+  write_safetensors(hf + "/model.safetensors", app::hf_named(info, zoo));
+  files::copy_file(std::string(ACTKIT_TOKENIZER_FIXTURES) + "/gpt2/tokenizer.json", hf + "/tokenizer.json");
+  auto from_folder = [&] {
+    app::PipelineRunConfig c = small_pipeline();
+    c.pipeline.model = info.zoo_name;
+    c.pipeline.model_options = info.options;
+    c.init = hf;
+    return c;
+  };
+  const app::PipelineRunResult straight = app::run_pipeline_rank(from_folder());
+  app::PipelineRunConfig first = from_folder();
+  first.steps = 2;
+  first.save = dir + "/ckpt";
+  app::run_pipeline_rank(first);
+  app::PipelineRunConfig rest = from_folder();
+  rest.init.clear();
+  rest.resume = first.save;
+  app::resolve_pipeline_origin(rest);
+  EXPECT_EQ(rest.init.substr(rest.init.size() - 6), "/model");
+  const app::PipelineRunResult resumed = app::run_pipeline_rank(rest);
+  ASSERT_EQ(resumed.losses.size(), 2u);
+  EXPECT_EQ(resumed.losses[0], straight.losses[2]);
+  EXPECT_EQ(resumed.losses[1], straight.losses[3]);
+  // Another model's folder: refused, naming both.
+  const std::string other = dir + "/other";
+  files::create_directories(other);
+  std::string changed = config;
+  changed.replace(changed.find("\"n_layer\": 1"), 12, "\"n_layer\": 2");
+  files::write_file_atomic(other + "/config.json", changed.data(), changed.size());
+  app::PipelineRunConfig wrong = from_folder();
+  wrong.init = other;
+  wrong.resume = first.save;
+  EXPECT_THROW(app::resolve_pipeline_origin(wrong), InvalidInput);
+  // The recorded folder gone: refused, naming it.
+  files::rename(hf, dir + "/moved");
+  app::PipelineRunConfig gone = from_folder();
+  gone.init.clear();
+  gone.resume = first.save;
+  try {
+    app::resolve_pipeline_origin(gone);
+    ADD_FAILURE() << "resumed without its model's folder";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("/model"), std::string::npos) << e.what();
+  }
+  // A checkpoint that did not start from a folder refuses one.
+  app::PipelineRunConfig plain = small_pipeline();
+  plain.steps = 1;
+  plain.save = dir + "/plain";
+  app::run_pipeline_rank(plain);
+  app::PipelineRunConfig mixed = small_pipeline();
+  mixed.init = dir + "/moved";
+  mixed.resume = plain.save;
+  EXPECT_THROW(app::resolve_pipeline_origin(mixed), InvalidInput);
+  files::remove_all(dir);
 }
 
 // A diverged run stops at the step, naming it, unless told to go on.
@@ -468,11 +542,11 @@ TEST(SharedEvaluation, DpEqualsTheSavedModelEvaluatedInOneProcess) {
 // damaged pointer is a FormatError naming it.
 TEST(CheckpointFolder, ReadersSeeOnlyTheLastCommit) {
   const std::string dir = fresh_dir("commit");
-  files::create_directories(app::step_folder(dir, 4));
+  app::begin_step_folder(dir, 4);
   EXPECT_EQ(app::committed_folder(dir), dir) << "nothing committed: the folder as it is";
   app::commit_checkpoint(dir, 4);
   EXPECT_EQ(app::committed_folder(dir), dir + "/step-4");
-  files::create_directories(app::step_folder(dir, 8));  // a save killed before its commit
+  app::begin_step_folder(dir, 8);  // a save killed before its commit
   EXPECT_EQ(app::committed_folder(dir), dir + "/step-4");
   app::commit_checkpoint(dir, 8);
   EXPECT_EQ(app::committed_folder(dir), dir + "/step-8");
@@ -482,5 +556,66 @@ TEST(CheckpointFolder, ReadersSeeOnlyTheLastCommit) {
     EXPECT_THROW(app::committed_folder(dir), FormatError) << bad;
   }
   EXPECT_THROW(app::step_folder(dir, -1), InvalidInput);
+  files::remove_all(dir);
+}
+
+// ACTkit saves only into a folder that is new, empty or its own, and a
+// commit removes only the step folders it wrote: a user's step-1/ with
+// their files in it, a link named step-2, stay; the leftovers of our
+// killed writes go.
+TEST(CheckpointFolder, NeverTouchesWhatACTkitDidNotWrite) {
+  const std::string dir = fresh_dir("owned");
+  app::check_checkpoint_folder(dir + "/new", "--save");  // missing: fine, and still missing
+  EXPECT_FALSE(files::exists(dir + "/new"));
+  files::create_directories(dir + "/step-1");
+  std::ofstream(dir + "/step-1/README.md") << "mine";
+  try {
+    app::check_checkpoint_folder(dir, "--save");
+    ADD_FAILURE() << "a folder of someone else's files was taken";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("step-1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(app::claim_checkpoint_folder(dir, "--save"), InvalidInput);
+  EXPECT_FALSE(files::exists(dir + "/.actkit-checkpoints")) << "a refused folder is not marked";
+  // An empty folder (or one holding only our lock) becomes ours.
+  const std::string ours = dir + "/ours";
+  { files::FolderLock lock(ours); }
+  std::ofstream(ours + "/latest.tmp.123.0") << "step-";  // a killed commit's temporary file
+  EXPECT_THROW(app::check_checkpoint_folder(ours, "--save"), InvalidInput) << "not ours before a claim";
+  files::remove(ours + "/latest.tmp.123.0");
+  app::claim_checkpoint_folder(ours, "--save");
+  std::ofstream(ours + "/latest.tmp.123.0") << "step-";
+  app::claim_checkpoint_folder(ours, "--save");  // a second run of ours: fine, the leftover goes
+  EXPECT_FALSE(files::exists(ours + "/latest.tmp.123.0"));
+  app::begin_step_folder(ours, 1);
+  app::commit_checkpoint(ours, 1);
+  files::create_directories(ours + "/step-2/sub");  // the user's, in our folder
+  std::ofstream(ours + "/step-2/sub/data.csv") << "1,2";
+  ASSERT_EQ(::symlink(dir.c_str(), (ours + "/step-3").c_str()), 0);
+  app::begin_step_folder(ours, 4);
+  app::commit_checkpoint(ours, 4);
+  EXPECT_FALSE(files::exists(ours + "/step-1")) << "our older step goes";
+  EXPECT_TRUE(files::is_regular_file(ours + "/step-2/sub/data.csv"));
+  EXPECT_TRUE(files::is_regular_file(dir + "/step-1/README.md")) << "a link is never followed";
+  EXPECT_EQ(app::committed_folder(ours), ours + "/step-4");
+  // Another run holding the folder is named, to a writer and to a reader.
+  {
+    files::FolderLock held(ours);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      int code = 1;
+      try {
+        app::check_checkpoint_folder(ours, "--save");
+      } catch (const IoError& e) {
+        code = std::string(e.what()).find(std::to_string(::getppid())) != std::string::npos ? 0 : 2;
+      } catch (...) {
+      }
+      ::_exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the holder's process id was not named";
+  }
+  EXPECT_NO_THROW(files::FolderLock::check_free(ours));
   files::remove_all(dir);
 }

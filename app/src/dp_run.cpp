@@ -140,6 +140,8 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
                                         ? make_model(config.model, training_model_options(config.model, config.shape))
                                         : load_hf_model(config.init);
   // The last checkpoint every rank finished (DIR/latest), never a half save.
+  // Never read a folder another run is writing.
+  if (!config.resume.empty()) files::FolderLock::check_free(config.resume);
   const std::string resume_from = config.resume.empty() ? "" : committed_folder(config.resume);
   if (!config.resume.empty()) load_state_dict(*model, resume_from + "/model.pt");
   const ConvertResult converted = convert(*model, config.level, config.seed);
@@ -165,7 +167,10 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
 
   // One run per --save folder: a second would interleave its files with ours.
   std::unique_ptr<files::FolderLock> save_lock;
-  if (leader && !config.save.empty()) save_lock = std::make_unique<files::FolderLock>(config.save);
+  if (leader && !config.save.empty()) {
+    save_lock = std::make_unique<files::FolderLock>(config.save);
+    claim_checkpoint_folder(config.save, "dp: --save");
+  }
   DpRunResult r;
   r.text = d.text;
   r.start = {world, data->epoch_size(), 0, total, warmup, true, ""};
@@ -243,8 +248,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   // The checkpoint first: nothing that fails after training loses it.
   if (!config.save.empty()) {
     in_phase(c10::str(after, ": saving to ", config.save), [&] {
-      const std::string folder = step_folder(config.save, total);
-      files::create_directories(folder);
+      const std::string folder = begin_step_folder(config.save, total);
       // The optimizer's state and the level's (rounding counters, bit
       // budgets, gradient averages: each rank's own), serialized in memory and
       // written whole (a full disk names the file and leaves the old one).

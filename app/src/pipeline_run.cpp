@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/hf_folder.h"
 #include "actkit/app/pipeline_batches.h"
+#include "hf_json.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -42,7 +44,58 @@ double shared_validation(pipeline::StageRunner& runner, pipeline::ReplicaGroups&
   return groups.replica == 0 ? sum / double(losses.numel()) : 0;
 }
 
+constexpr const char* kOrigin = "/origin.json";
+constexpr uint64_t kMaxOriginBytes = uint64_t(1) << 22;
+
+// The Hugging Face folder's config.json, parsed (what two folders of one model share).
+nlohmann::json folder_config(const std::string& dir) {
+  return parse_hf_json(dir + "/config.json", read_hf_config(dir).config_json);
+}
+
+// Records in a step folder that the run started from the Hugging Face folder `init`.
+void write_origin(const std::string& folder, const std::string& init) {
+  char* absolute = ::realpath(init.c_str(), nullptr);
+  const std::string path = absolute != nullptr ? absolute : init;
+  std::free(absolute);
+  const std::string text = nlohmann::json{{"init", path}, {"config", folder_config(init)}}.dump(2) + "\n";
+  files::write_file_atomic(folder + kOrigin, text.data(), text.size());
+}
+
 }  // namespace
+
+void resolve_pipeline_origin(PipelineRunConfig& config) {
+  if (config.resume.empty()) return;
+  const std::string file = committed_folder(config.resume) + kOrigin;
+  if (!files::exists(file)) {
+    if (is_hf_folder(config.init)) {
+      throw InvalidInput(c10::str("pipeline: --resume ", config.resume, " did not start from a Hugging Face folder (",
+                                  file, " is not there): leave out --init ", config.init));
+    }
+    return;
+  }
+  nlohmann::json origin;
+  try {
+    origin = parse_hf_json(file, files::read_small_file(file, kMaxOriginBytes));
+  } catch (const IoError& e) {
+    throw FormatError(e.what());
+  }
+  if (!origin.is_object() || !origin.contains("init") || !origin["init"].is_string() || !origin.contains("config")) {
+    throw FormatError(c10::str(file, ": not a record of where the run started (init, config)"));
+  }
+  const std::string recorded = origin["init"].get<std::string>();
+  const bool given = !config.init.empty();
+  const std::string folder = given ? config.init : recorded;
+  if (!is_hf_folder(folder)) {
+    throw InvalidInput(c10::str("pipeline: --resume ", config.resume, " started from the Hugging Face folder ",
+                                recorded, ", which is not there any more: give its model's folder with --init"));
+  }
+  if (folder_config(folder) != origin["config"]) {
+    throw InvalidInput(c10::str("pipeline: --resume ", config.resume, " started from a model whose config.json (in ",
+                                file, ") differs from ", folder, "/config.json",
+                                given ? "" : ": give the folder it started from with --init"));
+  }
+  config.init = folder;
+}
 
 const char* buffer_tier(int64_t memory_budget) {
   return memory_budget < 0 ? "memory" : memory_budget == 0 ? "files" : "both";
@@ -58,8 +111,13 @@ void PipelineRunConfig::validate() const {
     throw InvalidInput(c10::str("pipeline: --vocab ", c.model_options.vocab_size,
                                 ": the fortunes text is read as bytes (0..255), so the vocabulary must be >= 256"));
   }
-  if (!save_hf.empty() && (resume || !is_hf_folder(init) || save.empty())) {
-    throw InvalidInput("pipeline: --save-hf needs --init with a Hugging Face folder, and --save");
+  if (!save_hf.empty() && (!is_hf_folder(init) || save.empty())) {
+    throw InvalidInput("pipeline: --save-hf needs --init with a Hugging Face folder (or a run started from one), "
+                       "and --save");
+  }
+  if (!resume.empty() && !init.empty() && !is_hf_folder(init)) {
+    throw InvalidInput("pipeline: give --init or --resume, not both (with --resume, --init may only name the "
+                       "Hugging Face folder the run started from)");
   }
   // GPT-2's pieces: the embeddings, each block, the head. Refused here, before
   // any rank starts, rather than by every rank once the group has formed.
@@ -70,7 +128,6 @@ void PipelineRunConfig::validate() const {
   if (validation_batches < 1) throw InvalidInput("pipeline: --validation-batches must be >= 1");
   check_link_backend(c.link_mode, group.backend);
   if (aqsgd_warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");
-  if (resume && init.empty()) throw InvalidInput("pipeline: resume: no checkpoint directory given");
   if (save_every < 0) throw InvalidInput("pipeline: --save-every must be >= 0");
   if (save_every > 0 && save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
   if ((steps > 0) == (epochs > 0)) throw InvalidInput("pipeline: give exactly one of --steps and --epochs");
@@ -87,6 +144,8 @@ void PipelineRunConfig::validate() const {
 
 PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const PipelineCallbacks& callbacks) {
   config.validate();
+  // Never read a folder another run is writing.
+  if (!config.resume.empty()) files::FolderLock::check_free(config.resume);
   pipeline::PipelineConfig c = config.pipeline;
   Communicator world(config.group);
   const int k = c.stages, n = c.replicas;
@@ -102,16 +161,20 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   d.seed = c.seed;
   // A Hugging Face folder to start from: its weights, and its tokenizer
   // for the text (the model and shape are in `c` already, from its config).
-  const bool hf = !config.resume && is_hf_folder(config.init);
+  // Resuming a run that started from one: its model and tokenizer, the
+  // checkpoint's weights.
+  const bool resuming = !config.resume.empty();
+  const bool hf = is_hf_folder(config.init);
   std::map<std::string, at::Tensor> hf_weights;
   if (hf) {
-    HfModelInfo info;
-    const std::shared_ptr<ZooModel> m = load_hf_model(config.init, &info);
+    const HfModelInfo info = read_hf_config(config.init);
     if (c.model != info.zoo_name) {
       throw InvalidInput(c10::str("pipeline: --init ", config.init, " holds a ", info.architecture, ", the run's model is ",
                                   c.model));
     }
-    for (const auto& p : m->named_parameters()) hf_weights[p.key()] = p.value();
+    if (!resuming) {
+      for (const auto& p : load_hf_model(config.init)->named_parameters()) hf_weights[p.key()] = p.value();
+    }
     d.tokenizer = load_tokenizer(config.init);
     if (d.tokenizer->vocab_size() > info.options.vocab_size) {
       throw FormatError(c10::str(config.init, ": the tokenizer has ", d.tokenizer->vocab_size(),
@@ -129,7 +192,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   // stores it started with; a run that saves nothing keeps it in a
   // directory of its own.
   if (c.buffers.dir.empty()) {
-    c.buffers.dir = config.resume ? config.init + "/buffers" : config.save.empty() ? "" : config.save + "/buffers";
+    c.buffers.dir = resuming ? config.resume + "/buffers" : config.save.empty() ? "" : config.save + "/buffers";
   }
   const bool temporary_buffers = c.buffers.dir.empty();
   if (temporary_buffers) {
@@ -180,15 +243,20 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   }
   // One run per --save folder: a second would interleave its files with ours.
   std::unique_ptr<files::FolderLock> save_lock;
-  if (world.rank() == 0 && !config.save.empty()) save_lock = std::make_unique<files::FolderLock>(config.save);
+  if (world.rank() == 0 && !config.save.empty()) {
+    save_lock = std::make_unique<files::FolderLock>(config.save);
+    claim_checkpoint_folder(config.save, "pipeline: --save");
+  }
   // A checkpoint folder is read at its last commit (DIR/latest); a state-dict file as it is.
-  const std::string init =
-      !config.init.empty() && files::is_directory(config.init) ? committed_folder(config.init) : config.init;
-  pipeline::StageRunner runner(comm, c, source, init, config.resume, replication, hf ? &hf_weights : nullptr);
+  const std::string start = resuming ? config.resume : hf ? "" : config.init;
+  const std::string init = !start.empty() && files::is_directory(start) ? committed_folder(start) : start;
+  pipeline::StageRunner runner(comm, c, source, init, resuming, replication, hf && !resuming ? &hf_weights : nullptr);
   // Every stage of every replica writes its part into the step's folder;
   // once all have, rank 0 commits it (checkpoint_folder.h).
   auto save_checkpoint = [&](int64_t step) {
-    runner.save(step_folder(config.save, step), step);
+    const std::string folder = begin_step_folder(config.save, step);
+    runner.save(folder, step);
+    if (world.rank() == 0 && hf) write_origin(folder, config.init);
     at::Tensor written = at::ones({1});
     world.all_reduce_sum(written, c10::str("the checkpoint of step ", step));
     if (world.rank() == 0) commit_checkpoint(config.save, step);

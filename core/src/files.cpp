@@ -196,24 +196,49 @@ void check_writable_folder(const std::string& dir) {
   ::unlink(probe.c_str());
 }
 
+namespace {
+
+constexpr const char* kLockFile = "/.actkit-lock";
+
+// Takes `how` (LOCK_EX or LOCK_SH, never waiting) on the open lock file `fd`
+// of `dir`; when another process holds it, closes `fd` and throws naming the
+// holder its note records.
+void lock_or_name_holder(int fd, int how, const std::string& dir) {
+  if (::flock(fd, how | LOCK_NB) == 0) return;
+  const int error_number = errno;
+  char holder[32] = {};
+  const ssize_t n = ::pread(fd, holder, sizeof(holder) - 1, 0);
+  ::close(fd);
+  if (error_number == EWOULDBLOCK) {
+    throw IoError(c10::str(dir, " is in use by another run (process ", n > 0 ? std::string(holder, size_t(n)) : "?",
+                           "): give each run a folder of its own, or wait for that one to end"),
+                  EBUSY);
+  }
+  fail("cannot lock", dir, error_number);
+}
+
+}  // namespace
+
+void FolderLock::check_free(const std::string& dir) {
+  const std::string file = dir + kLockFile;
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return;  // never locked
+    fail("cannot read the lock of", dir, errno);
+  }
+  lock_or_name_holder(fd, LOCK_SH, dir);
+  ::close(fd);  // releases the shared lock at once
+}
+
 FolderLock::FolderLock(const std::string& dir) {
   create_directories(dir);
-  const std::string file = dir + "/.actkit-lock";
+  const std::string file = dir + kLockFile;
   fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd_ < 0) fail("cannot lock", dir, errno);
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int error_number = errno;
-    char holder[32] = {};
-    const ssize_t n = ::pread(fd_, holder, sizeof(holder) - 1, 0);
-    ::close(fd_);
-    fd_ = -1;
-    if (error_number == EWOULDBLOCK) {
-      throw IoError(c10::str(dir, " is in use by another run (process ", n > 0 ? std::string(holder, size_t(n)) : "?",
-                             "): give each run a folder of its own"),
-                    EBUSY);
-    }
-    fail("cannot lock", dir, error_number);
-  }
+  const int fd = fd_;
+  fd_ = -1;  // closed by lock_or_name_holder if it throws
+  lock_or_name_holder(fd, LOCK_EX, dir);
+  fd_ = fd;
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
     // The lock holds without the note; only the message to a second run is poorer.

@@ -31,11 +31,17 @@ struct PipelineRunConfig {
   int64_t validation_batches = 8;
   int64_t steps = 0;  // or:
   double epochs = 0;  // epochs over the training examples
-  std::string init;   // checkpoint to start from (file, or a --save directory)
-  bool resume = false;  // init is a --save directory to continue exactly
+  // What to start from: a state-dict file, a --save folder (its weights),
+  // or a Hugging Face folder (its model, weights and tokenizer).
+  std::string init;
+  // A --save folder to continue exactly. With it, `init` may only be the
+  // Hugging Face folder the run started from (its model and tokenizer; the
+  // weights are the checkpoint's); resolve_pipeline_origin fills it in from
+  // the checkpoint when it is left empty.
+  std::string resume;
   std::string save;     // directory for each stage's checkpoint at the end
-  // With `init` a Hugging Face folder and `save`: rank 0 writes the trained
-  // model (read back from the saved checkpoint) here as one.
+  // With a Hugging Face folder as `init` and `save`: rank 0 writes the
+  // trained model (read back from the saved checkpoint) here as one.
   std::string save_hf;
   int64_t save_every = 0;  // also checkpoint every N steps
   double aqsgd_warmup_epochs = 1;  // aqsgd: epochs sent in full precision
@@ -53,6 +59,17 @@ struct PipelineRunConfig {
   // starts, so a typo fails once.
   void validate() const;
 };
+
+// Where a pipeline run started from, recorded in every checkpoint it saves
+// (step-<N>/origin.json): the Hugging Face folder given as --init, with its
+// config.json, so that a resumed run builds the same model and tokenizer.
+// Before any rank starts, for `config.resume`: fills in `config.init` from
+// the checkpoint when it is empty and the checkpoint records a folder;
+// throws InvalidInput when `init` is another model's folder than the
+// checkpoint's, when the recorded folder is gone or changed, or when `init`
+// is given for a checkpoint that did not start from a Hugging Face folder;
+// FormatError for a malformed record. Nothing for a run without `resume`.
+void resolve_pipeline_origin(PipelineRunConfig& config);
 
 // When the run starts, on every rank.
 struct PipelineStart {

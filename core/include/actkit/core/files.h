@@ -103,6 +103,9 @@ class FolderLock {
  public:
   explicit FolderLock(const std::string& dir);
   ~FolderLock();
+  // For a reader of `dir` (a run resuming from it): throws IoError naming
+  // the holder while another process holds the folder's lock; makes nothing.
+  static void check_free(const std::string& dir);
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;
 
