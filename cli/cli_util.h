@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "actkit/app/hf_output.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/models/zoo.h"
@@ -85,6 +86,24 @@ inline void add_json_option(CLI::App* command, std::string* path) {
 }
 
 // --allow-non-finite, as every training command declares it.
+// --save-hf DIR and --save-hf-over-init, for the commands that train from a
+// Hugging Face folder (--init).
+inline void add_save_hf_options(CLI::App* command, std::string* folder, bool* over_init) {
+  command->add_option("--save-hf", *folder,
+                      "With --init a Hugging Face folder: write the trained model here as one (a new or empty "
+                      "folder, or one ACTkit wrote)");
+  command->add_flag("--save-hf-over-init", *over_init,
+                    "Let --save-hf be the --init folder itself: its weights are replaced by the trained ones");
+}
+// Before anything runs: `folder` may be written (app::check_hf_output:
+// new, empty, ACTkit's, or the --init folder with --save-hf-over-init), and
+// is made if missing. Throws InvalidInput or IoError naming it.
+inline void check_save_hf(const std::string& folder, const std::string& init, bool over_init,
+                          const std::string& command) {
+  app::check_hf_output(folder, init, over_init, command + ": --save-hf");
+  files::check_writable_folder(folder);
+}
+
 inline void add_allow_non_finite_flag(CLI::App* command, bool* allow) {
   command->add_flag("--allow-non-finite", *allow, "Train on past a NaN or infinite loss (default: stop, naming the step)");
 }

@@ -56,7 +56,7 @@ void finish_config(DpFlags& f) {
     app::check_checkpoint_folder(r.save, "dp: --save");
     files::check_writable_folder(r.save);
   }
-  if (!r.save_hf.empty()) files::check_writable_folder(r.save_hf);
+  if (!r.save_hf.empty()) check_save_hf(r.save_hf, r.init, r.save_hf_over_init, "dp");
 }
 
 void print_results(const DpFlags& f, const app::DpRunResult& r) {
@@ -92,7 +92,7 @@ void run_rank(DpFlags& f) {
                                                               c.accumulate, int64_t(s.workers) * c.batch * c.accumulate);
     fmt::print("{} workers × {} of {} on {} ({} examples), {} over {}, warm-up {} of {} steps, level {}, "
                "link {} {}\n",
-               s.workers, batch, c.model, app::to_string(c.data.set), s.train_examples,
+               s.workers, batch, c.model, app::describe_data(c.data.set, c.data.path), s.train_examples,
                optim::to_string(c.optimizer.algorithm), optim::to_string(c.optimizer.exchange), s.warmup_steps,
                s.steps, c.level.spec, to_string(c.link), format_bandwidth(c.egress.bits_per_second));
     std::fflush(stdout);
@@ -167,7 +167,7 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--lr-schedule", f->lr_schedule, "cosine (decay over the run) or constant")->capture_default_str();
   p->add_option("--weight-decay", r.weight_decay, "Weight decay")->capture_default_str();
   p->add_option("--save", r.save, "Directory for the model and every rank's optimizer state at the end");
-  p->add_option("--save-hf", r.save_hf, "With --init: write the trained model here as a Hugging Face folder");
+  add_save_hf_options(p, &r.save_hf, &r.save_hf_over_init);
   p->add_option("--resume", r.resume, "Continue the run a --save directory holds (same workers and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);

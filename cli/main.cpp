@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -61,30 +62,32 @@ int main(int argc, char** argv) {
   actkit::cli::add_dp_command(app);
 #endif
   actkit::cli::command_line().assign(argv + 1, argv + argc);
+  // An error printed, and noted for a launcher that started this process
+  // (the time an ACTkit error was raised; others, when it was caught here).
+  const auto fail = [](const std::string& message, std::chrono::system_clock::time_point raised, int status) {
+    std::cerr << "actkit: " << (status == 1 ? "error: " : "unexpected error: ") << message << "\n";
+    actkit::app::note_error(message, raised);
+    return status;
+  };
+  const auto caught = [] { return std::chrono::system_clock::now(); };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const actkit::Error& e) {
-    std::cerr << "actkit: error: " << e.what() << "\n";
-    return 1;
+    return fail(e.what(), e.raised_at(), 1);
   } catch (const std::bad_alloc&) {
-    std::cerr << "actkit: error: out of memory (a smaller batch, model or count asks for less)\n";
-    return 1;
+    return fail("out of memory (a smaller batch, model or count asks for less)", caught(), 1);
   } catch (const c10::Error& e) {
     // LibTorch's message without its backtrace; a failed allocation says so.
     const std::string message = e.what_without_backtrace();
     if (message.find("can't allocate memory") != std::string::npos ||
         message.find("out of memory") != std::string::npos) {
-      std::cerr << "actkit: error: out of memory (a smaller batch, model or count asks for less): " << message
-                << "\n";
-      return 1;
+      return fail("out of memory (a smaller batch, model or count asks for less): " + message, caught(), 1);
     }
-    std::cerr << "actkit: unexpected error: " << message << "\n";
-    return 2;
+    return fail(message, caught(), 2);
   } catch (const std::exception& e) {
-    std::cerr << "actkit: unexpected error: " << e.what() << "\n";
-    return 2;
+    return fail(e.what(), caught(), 2);
   }
   return 0;
 }

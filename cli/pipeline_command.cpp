@@ -113,7 +113,7 @@ void finish_config(PipelineFlags& f) {
     app::check_checkpoint_folder(r.save, "pipeline: --save");
     files::check_writable_folder(r.save);
   }
-  if (!r.save_hf.empty()) files::check_writable_folder(r.save_hf);
+  if (!r.save_hf.empty()) check_save_hf(r.save_hf, r.init, r.save_hf_over_init, "pipeline");
 }
 
 void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
@@ -310,8 +310,7 @@ void add_pipeline_command(CLI::App& app) {
                 "Checkpoint to start from (a file, a directory --save wrote, or a Hugging Face folder: its model, "
                 "weights and tokenizer)");
   p->add_option("--save", r.save, "Directory for each stage's checkpoint at the end (parameters, optimizer, buffers)");
-  p->add_option("--save-hf", r.save_hf,
-                "With --init a Hugging Face folder and --save: write the trained model here as a Hugging Face folder");
+  add_save_hf_options(p, &r.save_hf, &r.save_hf_over_init);  // with --save: read back from the checkpoint
   p->add_option("--save-every", r.save_every, "Also checkpoint to --save every N steps")
       ->check(kNonNegativeNumber);
   p->add_option("--resume", r.resume,

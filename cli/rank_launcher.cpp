@@ -17,6 +17,9 @@
 namespace actkit::cli {
 namespace {
 
+// The launcher quotes the first failed rank's message up to this length.
+constexpr size_t kMaxQuotedMessage = 400;
+
 std::string rank_namespace(int r) { return "actkit-r" + std::to_string(r); }
 std::string rank_address(int r) { return "10.77.0." + std::to_string(r + 1); }
 std::string rank_interface(int r) { return "v" + std::to_string(r) + "r"; }
@@ -28,18 +31,21 @@ std::string threads_per_rank(int ranks) {
   return std::to_string(std::max(1u, cores / unsigned(ranks)));
 }
 
-// Names the rank that failed first (the others may have failed because of
-// it, or been stopped by the launcher).
+// Names the rank whose error came first (app::first_failure: the others
+// may have failed because of it, or been stopped by the launcher), with
+// its message when it noted one.
 void check_results(const RankLaunch& l, const std::vector<app::ProcessResult>& results) {
-  int first = -1, failed = 0;
-  for (size_t r = 0; r < results.size(); ++r) {
-    if (results[r].succeeded()) continue;
-    ++failed;
-    if (first < 0 || results[r].end_order < results[size_t(first)].end_order) first = int(r);
-  }
+  const int first = app::first_failure(results);
   if (first < 0) return;
+  int failed = 0;
+  for (const auto& r : results) failed += r.succeeded() ? 0 : 1;
   const app::ProcessResult& f = results[size_t(first)];
-  const std::string others = failed > 1 ? c10::str("; ", failed - 1, " other rank(s) ended after it") : "";
+  const std::string others = failed > 1 ? c10::str("; ", failed - 1, " other rank(s) failed after it") : "";
+  if (!f.error.empty()) {
+    std::string message = f.error;
+    if (message.size() > kMaxQuotedMessage) message = message.substr(0, kMaxQuotedMessage) + "...";
+    throw Error(c10::str(l.command, ": rank ", first, " failed first: ", message, others));
+  }
   throw Error(f.signal != 0 ? c10::str(l.command, ": rank ", first, " was killed by signal ", f.signal, others)
                             : c10::str(l.command, ": rank ", first, " failed first (exit status ", f.exit_status,
                                        "; its error is above", others, ")"));
@@ -49,6 +55,12 @@ void check_results(const RankLaunch& l, const std::vector<app::ProcessResult>& r
 // peer of a rank that died notices within a second; one still waiting at
 // the rendezvous would wait its whole timeout, so it is stopped.
 std::chrono::seconds failure_grace(const RankLaunch& l) { return std::chrono::seconds(std::min(l.timeout_s + 5, 10)); }
+
+// Runs the ranks, each with a private TMPDIR and a note for its error, and
+// names the rank that failed first.
+void run_ranks(const RankLaunch& l, const std::vector<app::ProcessSpec>& ranks) {
+  check_results(l, app::run_processes(ranks, failure_grace(l), /*private_tmpdir=*/true));
+}
 
 }  // namespace
 
@@ -141,7 +153,7 @@ void launch_local(const RankLaunch& l) {
                       {"ACTKIT_LOCAL_STORE", "1"},
                       {"OMP_NUM_THREADS", threads}}});
   }
-  check_results(l, app::run_processes(ranks, failure_grace(l), /*private_tmpdir=*/true));
+  run_ranks(l, ranks);
 }
 
 void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& peer_rate,
@@ -218,7 +230,7 @@ void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& p
                       {"GLOO_SOCKET_IFNAME", rank_interface(r)},
                       {"OMP_NUM_THREADS", threads}}});
   }
-  check_results(l, app::run_processes(ranks, failure_grace(l), /*private_tmpdir=*/true));
+  run_ranks(l, ranks);
 }
 
 }  // namespace actkit::cli

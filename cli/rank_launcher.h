@@ -65,8 +65,9 @@ RankLaunch rank_launch(const std::string& command, int64_t ranks, const std::str
 void set_rank_callback(CLI::App* command, std::function<void()> finish, std::function<void()> run_rank,
                        std::function<void()> launch);
 
-// Runs every rank on loopback and waits. Throws Error naming a rank that
-// failed or was killed.
+// Runs every rank on loopback and waits. Throws Error naming the rank whose
+// error was raised first (app::first_failure) with its message, or one
+// that was killed.
 void launch_local(const RankLaunch& launch);
 
 // --link kernel: runs this program again under `unshare -n -m` (root), in

@@ -45,15 +45,16 @@ void run_train(TrainArgs& a) {
   if (!c.save.empty()) files::check_writable_file(c.save);
   if (!c.save_hf.empty()) {
     if (!hf) throw InvalidInput("train: --save-hf needs --init with a Hugging Face folder");
-    files::check_writable_folder(c.save_hf);
+    check_save_hf(c.save_hf, c.init, c.save_hf_over_init, "train");
   }
   if (!a.json_path.empty()) files::check_writable_file(a.json_path);
   if (text && !a.lr_given) c.lr = 1e-3;  // AdamW's, not SGD's
   c.level = parse_level(a.level);
   app::parse_run_device(c.device, "train");
   const std::string data = app::to_string(app::training_data_set(c));
+  const std::string data_shown = app::describe_data(app::training_data_set(c), c.data_dir);
   const std::string what = hf ? fmt::format("{} ({})", c.init, hf->architecture) : c.model;
-  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", what, data, c.level.spec, c.epochs, c.batch,
+  fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", what, data_shown, c.level.spec, c.epochs, c.batch,
              c.device == "cpu" ? "" : ", on " + c.device);
   ProgressDisplay progress(false);
   const app::TrainResult r = app::run_training(c, [&](const app::TrainProgress& p) {
@@ -130,7 +131,7 @@ void add_train_command(CLI::App& app) {
   train->add_option("--init", c.init,
                     "A Hugging Face folder (config.json, safetensors, tokenizer): fine-tune its language model on "
                     "text tokenized by its tokenizer (--model and the shape flags are not used)");
-  train->add_option("--save-hf", c.save_hf, "With --init: write the trained model here as a Hugging Face folder");
+  add_save_hf_options(train, &c.save_hf, &c.save_hf_over_init);
   train->add_option("--layers", c.shape.layers, "Language models: transformer blocks")->check(kPositiveNumber)
       ->capture_default_str();
   train->add_option("--hidden", c.shape.hidden, "Language models: hidden size")->check(kPositiveNumber)->capture_default_str();

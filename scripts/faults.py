@@ -23,6 +23,13 @@ Fault kinds:
                  stage and optimizer files, AQ-SGD stores, dp's model.pt and
                  optimizer files, DIR/latest, train's .pt), then loaded with
                  --resume or --init
+  misuse         what a careful user may do by mistake: SIGTERM or SIGINT to
+                 a launcher while it starts 12 ranks (none may outlive it);
+                 --json onto a character device, a FIFO or a link (the node
+                 must stay what it was); --save into a folder of someone
+                 else's files named like ACTkit's (refused, every file
+                 intact); a tokenizer.json whose Split pattern backtracks
+                 without bound (a clear error within its bound)
 
 Each checkpoint's results are compared with an undisturbed run's (the JSON's
 train_losses and val_loss; train: the final losses): a resume is bit for bit,
@@ -1208,6 +1215,160 @@ class Suite:
             return "silent", target, run, ["the run succeeded with other results than from the whole file: " + diff]
         return "recovered", target, run, ["harmless: the same results"]
 
+    def misuse_fault(self, spec, rng):
+        """misuse faults: the run's outcome and what it left of the user's files."""
+        v = spec["variant"]
+        d = self.fresh()
+        notes = []
+        if v == "spawn-signal":
+            argv = (["dp"] + MODEL + ["--workers", "12", "--max-ranks", "12", "--data", "synthetic", "--train-limit",
+                                      "48", "--batch", "4", "--steps", "2", "--timeout", str(self.args.rank_timeout)])
+            trig = Trigger(("start",), "launcher", spec["sig"], spec["delay"])
+            run = self.execute(argv, self.args.run_bound, trigger=trig, after=self.args.rank_timeout + 15, rng=rng,
+                               tag="misuse")
+            target = "dp --workers 12, %s" % trig.describe()
+            bad, seen = self.verdict(run)
+            if bad:
+                return bad, target, run, [trig.note] + seen
+            if not trig.fired or run.rc == 0:
+                return None, target, run, []
+            if run.rc != -spec["sig"]:
+                notes.append("NOTE: the launcher ended by %s, not by the %s it was sent" % (
+                    "exit %d" % run.rc if run.rc >= 0 else signame(-run.rc), signame(spec["sig"])))
+                self.notes["launcher did not end by its signal"] += 1
+            return "clean", target, run, [trig.note] + notes
+        if v in ("json-chardev", "json-fifo", "json-link"):
+            node = os.path.join(d, "out")
+            reader = None
+            if v == "json-chardev":
+                os.mknod(node, 0o666 | 0o020000, os.makedev(1, 3))  # a private /dev/null
+            elif v == "json-fifo":
+                os.mkfifo(node)
+                got = []
+
+                def read_all():
+                    with open(node, "rb") as f:
+                        got.append(f.read())
+                reader = threading.Thread(target=read_all, daemon=True)
+                reader.start()
+            else:
+                with open(os.path.join(d, "real.json"), "w") as f:
+                    f.write("old")
+                os.symlink("real.json", node)
+            before = os.lstat(node)
+            run = self.execute(self.configs()["train"]["args"] + ["--json", node], self.args.run_bound, tag="misuse")
+            if reader:
+                if run.rc != 0:
+                    try:  # a refused write leaves the reader waiting for a writer
+                        os.close(os.open(node, os.O_WRONLY | os.O_NONBLOCK))
+                    except OSError:
+                        pass
+                reader.join(5)
+            target = "train --json onto a %s" % v[5:]
+            bad, seen = self.verdict(run)
+            if bad:
+                return bad, target, run, seen
+            after = os.lstat(node) if os.path.lexists(node) else None
+            if after is None or (after.st_mode, after.st_ino) != (before.st_mode, before.st_ino):
+                return "lost", target, run, ["the %s was replaced or removed" % v[5:]]
+            if run.rc != 0:
+                return "clean", target, run, [self.error_line(run)]
+            if v == "json-fifo" and not (got and got[0].startswith(b"{")):
+                return "silent", target, run, ["the FIFO's reader got no JSON"]
+            if v == "json-link":
+                with open(os.path.join(d, "real.json")) as f:
+                    if not f.read().startswith("{"):
+                        return "silent", target, run, ["the link's target does not hold the JSON"]
+            return "recovered", target, run, ["written through the %s" % v[5:]]
+        if v in ("foreign-pipeline", "foreign-dp"):
+            folder = os.path.join(d, "theirs")
+            theirs = {"step-1/README.md": "mine", "step-2/main.c": "int main;", "step-99/sub/data.csv": "1,2",
+                      "latest": "step-2\n", "model.pt": "not a model"}
+            for rel, text in theirs.items():
+                os.makedirs(os.path.dirname(os.path.join(folder, rel)), exist_ok=True)
+                with open(os.path.join(folder, rel), "w") as f:
+                    f.write(text)
+            name = "pipeline-2" if v == "foreign-pipeline" else "dp-2"
+            argv = self.configs()[name]["args"] + ["--steps", "2", "--save", folder]
+            run = self.execute(argv, self.args.run_bound, tag="misuse")
+            target = "%s --save into a folder of someone else's files" % name
+            bad, seen = self.verdict(run)
+            if bad:
+                return bad, target, run, seen
+            changed = []
+            for rel, text in theirs.items():
+                try:
+                    with open(os.path.join(folder, rel)) as f:
+                        if f.read() != text:
+                            changed.append(rel)
+                except OSError:
+                    changed.append(rel)
+            if changed:
+                return "lost", target, run, ["the user's files changed or went: " + ", ".join(changed)]
+            if run.rc == 0:
+                return "silent", target, run, ["saved into someone else's folder"]
+            return "clean", target, run, [self.error_line(run)]
+        if v == "hostile-regex":
+            folder = self.hostile_tokenizer_folder(d)
+            argv = ["generate", "--init", folder, "--prompt", "a" * 40 + "!", "--max-new-tokens", "1"]
+            run = self.execute(argv, self.args.run_bound, tag="misuse")
+            target = "generate with a backtracking Split pattern"
+            bad, seen = self.verdict(run)
+            if bad:
+                return bad, target, run, seen
+            if run.rc == 0:
+                return "silent", target, run, ["the pattern's match ended (no bound?)"]
+            line = self.error_line(run)
+            if "tokenizer.json" not in line:
+                notes.append("NOTE: the error does not name the tokenizer file")
+                self.notes["hostile pattern not named"] += 1
+            return "clean", target, run, notes + [line]
+        raise Harness("unknown misuse variant " + v)
+
+    @staticmethod
+    def hostile_tokenizer_folder(d):
+        """A tiny GPT-2 folder whose tokenizer.json's Split pattern backtracks
+        without bound: (a+)+$ on a run of a's and one other character."""
+        folder = os.path.join(d, "hostile")
+        os.makedirs(folder)
+        fixture = os.path.join(REPO, "tests", "oracle", "fixtures", "tokenizers", "gpt2", "tokenizer.json")
+        with open(fixture) as f:
+            tok = json.load(f)
+        vocab = len(tok["model"]["vocab"]) + len(tok.get("added_tokens", []))
+        tok["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated", "invert": False},
+            tok["pre_tokenizer"]]}
+        with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+            json.dump(tok, f)
+        e, p = 8, 16
+        config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
+                  "vocab_size": vocab, "n_positions": p, "n_embd": e, "n_layer": 1, "n_head": 2, "n_inner": None,
+                  "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True}
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        h = "transformer.h.0."
+        shapes = {"transformer.wte.weight": [vocab, e], "transformer.wpe.weight": [p, e],
+                  h + "ln_1.weight": [e], h + "ln_1.bias": [e], h + "attn.c_attn.weight": [e, 3 * e],
+                  h + "attn.c_attn.bias": [3 * e], h + "attn.c_proj.weight": [e, e], h + "attn.c_proj.bias": [e],
+                  h + "ln_2.weight": [e], h + "ln_2.bias": [e], h + "mlp.c_fc.weight": [e, 4 * e],
+                  h + "mlp.c_fc.bias": [4 * e], h + "mlp.c_proj.weight": [4 * e, e], h + "mlp.c_proj.bias": [e],
+                  "transformer.ln_f.weight": [e], "transformer.ln_f.bias": [e]}
+        header, blobs, offset = {}, [], 0
+        rng = random.Random(5)
+        for name, shape in shapes.items():
+            n = 1
+            for x in shape:
+                n *= x
+            data = struct.pack("<%df" % n, *[rng.gauss(0, 0.02) for _ in range(n)])
+            header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(data)]}
+            blobs.append(data)
+            offset += len(data)
+        head = json.dumps(header).encode()
+        head += b" " * (-len(head) % 8)
+        with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+        return folder
+
     def base_step(self, name):
         cfg = self.configs()[name]
         return cfg["base_steps"] if cfg["kind"] == "dp" else 8
@@ -1307,6 +1468,15 @@ class Suite:
             ("dp-2", "resume", r"^model\.pt$"), ("dp-2", "resume", r"^optimizer"), ("train", "resume", r"a\.pt$"),
             ("train", "init", r"a\.pt$"), ("pipeline-2", "resume", r"^latest$"), ("dp-2", "resume", r"^latest$")]
 
+        misuse_variants = ["spawn-signal", "json-chardev", "json-fifo", "json-link", "foreign-pipeline", "foreign-dp",
+                           "hostile-regex"]
+
+        def misuse(i=None):
+            v = misuse_variants[i] if i is not None else r.choice(misuse_variants)
+            return dict(kind="misuse", variant=v, config="train" if v.startswith("json") else (
+                "pipeline-2" if v == "foreign-pipeline" else "dp-2" if v in ("foreign-dp", "spawn-signal") else "none"),
+                sig=r.choice([signal.SIGTERM, signal.SIGINT]), delay=r.uniform(0, 0.12))
+
         def corrupt(i=None):
             name, loader, files = corrupt_targets[i] if i is not None else r.choice(corrupt_targets)
             return dict(kind="corrupt", config=name, loader=loader, files=files,
@@ -1320,13 +1490,15 @@ class Suite:
             specs += [kill_launcher("pipeline-2"), kill_launcher("dp-2"), stop_rank("pipeline-2")]
             specs += [disk(i) for i in range(len(disk_variants))]
             specs += [corrupt(i) for i in range(len(corrupt_targets))]
+            specs += [misuse(i) for i in range(len(misuse_variants))]
         else:
             target = max(self.args.faults, 1)
             n_kill = int(target * 0.36)
             n_launch = int(target * 0.07)
             n_stop = max(2, int(target * 0.03))
             n_disk = int(target * 0.15)
-            n_corrupt = target - n_kill - n_launch - n_stop - n_disk
+            n_misuse = max(len(misuse_variants), int(target * 0.07))
+            n_corrupt = target - n_kill - n_launch - n_stop - n_disk - n_misuse
             names = pipes + dps
             for i in range(n_kill):
                 specs.append(kill_rank(names[i % len(names)]))
@@ -1339,17 +1511,23 @@ class Suite:
                 n_corrupt -= 1
             specs += [disk(i % len(disk_variants)) for i in range(n_disk)]
             specs += [corrupt(i % len(corrupt_targets)) for i in range(n_corrupt)]
+            specs += [misuse(i % len(misuse_variants)) for i in range(n_misuse)]
             r.shuffle(specs)
         if not self.can_mount:
             skipped = [s for s in specs if s["kind"] == "full-disk"]
             if skipped:
                 print("faults: %d full-disk faults skipped: they need root, unshare and nsenter" % len(skipped))
             specs = [s for s in specs if s["kind"] != "full-disk"]
+        if os.geteuid() != 0:
+            specs = [s for s in specs if s.get("variant") != "json-chardev"]  # mknod needs root
         return specs
 
     def replan(self, spec):
         """Another point for a fault that missed (the run ended first)."""
         spec = dict(spec)
+        if "when" not in spec:  # misuse: the signal sooner
+            spec["delay"] = spec.get("delay", 0) / 2
+            return spec
         cfg = self.configs()[spec["config"]]
         first = cfg.get("base_steps", 0) + 1
         if spec["when"][0] == "step":
@@ -1385,7 +1563,7 @@ class Suite:
             print("faults: no process events (not root?): a crash of a rank other than the first to fail is seen "
                   "only in the output")
         specs = self.plan()
-        used = {s["config"] for s in specs}
+        used = {s["config"] for s in specs if s["config"] in self.configs()}
         t0 = time.monotonic()
         # Bases, references, and a check that a resume reproduces them.
         self.sanity(sorted(used))
@@ -1398,6 +1576,8 @@ class Suite:
                     outcome, target, run, notes = self.disk_fault(spec, rng)
                 elif spec["kind"] == "corrupt":
                     outcome, target, run, notes = self.corrupt_fault(spec, rng)
+                elif spec["kind"] == "misuse":
+                    outcome, target, run, notes = self.misuse_fault(spec, rng)
                 else:
                     outcome, target, run, notes = self.kill_fault(spec, rng)
                 if outcome is not None:

@@ -34,8 +34,9 @@ esac
 torch_wheel=torch==2.15.0
 torchvision_wheel=torchvision==0.29.2
 # The Hugging Face references of the oracle tests (random-initialised
-# models, save_pretrained folders, tokenizers' own ids).
-hf_wheels=(transformers==5.23.0 tokenizers==0.23.3 safetensors==0.8.0 sentencepiece==0.2.3)
+# models, save_pretrained folders, tokenizers' own ids); transformers reads a
+# tokenizer.model with protobuf.
+hf_wheels=(transformers==5.23.0 tokenizers==0.23.3 safetensors==0.8.0 sentencepiece==0.2.3 protobuf==7.36.2)
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
@@ -78,7 +79,7 @@ install_wheels() {
     echo "setup: installing $torch_wheel into $venv"
     "$venv/bin/pip" install --disable-pip-version-check --no-input -q "$torch_wheel" "$torchvision_wheel"
   fi
-  if ! "$venv/bin/python" -c "import sys, transformers, tokenizers, safetensors, sentencepiece; sys.exit(transformers.__version__ != '${hf_wheels[0]#transformers==}')" 2>/dev/null; then
+  if ! "$venv/bin/python" -c "import sys, transformers, tokenizers, safetensors, sentencepiece, google.protobuf; sys.exit(transformers.__version__ != '${hf_wheels[0]#transformers==}')" 2>/dev/null; then
     echo "setup: installing ${hf_wheels[*]} into $venv"
     "$venv/bin/pip" install --disable-pip-version-check --no-input -q "${hf_wheels[@]}"
   fi

@@ -17,6 +17,8 @@
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/dp_run.h"
 #include "actkit/app/hf_folder.h"
+#include "actkit/app/level_memory.h"
+#include "actkit/app/memory_floor.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/app/train_step.h"
 #include "actkit/converters/convert.h"
@@ -367,6 +369,31 @@ TEST(PipelineRun, ResumesARunStartedFromAHuggingFaceFolder) {
   mixed.resume = plain.save;
   EXPECT_THROW(app::resolve_pipeline_origin(mixed), InvalidInput);
   files::remove_all(dir);
+}
+
+// What a step holds at any level is checked against the machine before
+// anything is built: the input and the output with its gradient.
+TEST(MemoryFloor, ABatchLargerThanTheMachineIsRefusedNamingTheFigures) {
+  ModelOptions lm;
+  lm.vocab_size = 100;
+  EXPECT_DOUBLE_EQ(app::step_memory_floor("gpt2", lm, 2, 8), 2 * 8 * 8 + 2.0 * 2 * 8 * 100 * 4);
+  ModelOptions images;
+  images.in_channels = 3;
+  images.num_classes = 10;
+  EXPECT_DOUBLE_EQ(app::step_memory_floor("resnet18", images, 4, 32), 4.0 * 3 * 32 * 32 * 4 + 2.0 * 4 * 10 * 4);
+  ASSERT_GT(app::machine_memory_bytes(), 0);
+  EXPECT_NO_THROW(app::check_fits_machine("--batch 8", 1e6));
+  try {
+    app::check_fits_machine("--batch 99", 1e18);
+    ADD_FAILURE() << "an exabyte fitted";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("--batch 99"), std::string::npos) << e.what();
+  }
+  app::LevelMemoryConfig huge;
+  huge.model = "resnet18";
+  huge.batch = 1000000000;
+  huge.length = 224;
+  EXPECT_THROW(app::measure_level_memory(huge), InvalidInput);
 }
 
 // A diverged run stops at the step, naming it, unless told to go on.

@@ -29,6 +29,13 @@ const char* const kBertConfig = R"({
   "hidden_dropout_prob": 0.0, "id2label": {"0": "no", "1": "yes", "2": "maybe"}
 })";
 
+const char* const kLlamaConfig = R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+  "vocab_size": 40, "max_position_embeddings": 16, "hidden_size": 8, "num_hidden_layers": 1,
+  "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 12, "rms_norm_eps": 1e-6,
+  "tie_word_embeddings": false
+})";
+
 void write_text(const std::string& path, const std::string& text) {
   files::write_file_atomic(path, text.data(), text.size());
 }
@@ -207,6 +214,64 @@ TEST(HfFolder, ATiedModelsHeadMustBeItsEmbedding) {
   write_safetensors(file, tensors);
   const std::string e = error_of([&] { app::load_hf_model(src); });
   EXPECT_TRUE(has(e, "lm_head.weight differs from transformer.wte.weight")) << e;
+}
+
+}  // namespace
+
+namespace {
+
+// Every tensor of a folder is used, or the folder is refused naming the
+// tensor and its file: a tensor dropped in silence (an o_proj bias that
+// config.json does not announce, say) would change what the model computes.
+TEST(HfFolder, ATensorTheModelDoesNotUseRefusesTheFolder) {
+  test::TempDir dir;
+  const std::string src = make_folder(dir.path() + "/m", kLlamaConfig);
+  const std::string file = src + "/model.safetensors";
+  const auto tensors = read_safetensors(file);
+
+  auto biased = tensors;
+  biased["model.layers.0.self_attn.o_proj.bias"] = at::ones({8});
+  write_safetensors(file, biased);
+  const std::string e = error_of([&] { app::load_hf_model(src); });
+  EXPECT_TRUE(has(e, "model.safetensors: tensor model.layers.0.self_attn.o_proj.bias is not used")) << e;
+
+  // Buffers transformers rebuilds are no loss: loaded, reported, not read.
+  auto buffers = tensors;
+  buffers["model.layers.0.self_attn.rotary_emb.inv_freq"] = at::ones({2});
+  write_safetensors(file, buffers);
+  app::HfLoadReport report;
+  EXPECT_NO_THROW(app::load_hf_model(src, nullptr, &report));
+  EXPECT_EQ(report.ignored, std::vector<std::string>{"model.layers.0.self_attn.rotary_emb.inv_freq"});
+
+  // Sharded: the message names the shard that holds it.
+  files::remove(file);
+  write_safetensors(src + "/a.safetensors", tensors);
+  write_safetensors(src + "/b.safetensors", {{"model.extra.weight", at::ones({2})}});
+  std::string index = R"({"metadata": {}, "weight_map": {"model.extra.weight": "b.safetensors")";
+  for (const auto& [name, t] : tensors) index += ", \"" + name + "\": \"a.safetensors\"";
+  write_text(src + "/model.safetensors.index.json", index + "}}");
+  const std::string sharded = error_of([&] { app::load_hf_model(src); });
+  EXPECT_TRUE(has(sharded, src + "/b.safetensors: tensor model.extra.weight is not used")) << sharded;
+}
+
+// The refusal comes from the headers, before any tensor's data is read: a
+// 1 GiB tensor the model does not use (a hole of a sparse shard) is never
+// read, nor are the tensors the model does use.
+TEST(HfFolder, AnUnusedHugeTensorIsRefusedBeforeAnythingIsRead) {
+  test::TempDir dir;
+  const std::string src = make_folder(dir.path() + "/m", kLlamaConfig);
+  const auto tensors = read_safetensors(src + "/model.safetensors");
+  files::remove(src + "/model.safetensors");
+  write_safetensors(src + "/a.safetensors", tensors);
+  test::write_sparse_safetensors(src + "/b.safetensors", "big", uint64_t(1) << 30);
+  std::string index = R"({"weight_map": {"small": "b.safetensors", "big": "b.safetensors")";
+  for (const auto& [name, t] : tensors) index += ", \"" + name + "\": \"a.safetensors\"";
+  write_text(src + "/model.safetensors.index.json", index + "}}");
+  const int64_t before = test::bytes_read_by_process();
+  const std::string e = error_of([&] { app::load_hf_model(src); });
+  const int64_t after = test::bytes_read_by_process();
+  EXPECT_TRUE(has(e, src + "/b.safetensors: tensor big is not used")) << e;
+  if (before >= 0) EXPECT_LT(after - before, int64_t(1) << 20) << "bytes read before the refusal";
 }
 
 }  // namespace

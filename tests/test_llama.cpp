@@ -241,11 +241,13 @@ INSTANTIATE_TEST_SUITE_P(Options, LlamaVariant, ::testing::ValuesIn(variants()),
 
 // transformers' state-dict names (LlamaForCausalLM / Qwen2ForCausalLM
 // without "model."), in its order: biases on q/k/v only with
-// attention_bias, lm_head only untied.
+// attention_bias, on o_proj only with output_bias (Llama's attention_bias
+// sets both), lm_head only untied.
 TEST(Llama, ParameterNamesAreTransformers) {
   ModelOptions o = small_llama();
   o.layers = 1;
   o.attention_bias = true;
+  o.output_bias = true;
   o.tie_embeddings = false;
   std::vector<std::string> names;
   for (const auto& p : make_model("llama", o)->named_parameters()) names.push_back(p.key());
@@ -257,6 +259,7 @@ TEST(Llama, ParameterNamesAreTransformers) {
                                         "layers.0.self_attn.v_proj.weight",
                                         "layers.0.self_attn.v_proj.bias",
                                         "layers.0.self_attn.o_proj.weight",
+                                        "layers.0.self_attn.o_proj.bias",
                                         "layers.0.mlp.gate_proj.weight",
                                         "layers.0.mlp.up_proj.weight",
                                         "layers.0.mlp.down_proj.weight",
@@ -266,6 +269,7 @@ TEST(Llama, ParameterNamesAreTransformers) {
                                         "lm_head.weight"};
   EXPECT_EQ(names, expect);
   o.attention_bias = false;
+  o.output_bias = false;
   o.tie_embeddings = true;
   names.clear();
   for (const auto& p : make_model("llama", o)->named_parameters()) names.push_back(p.key());

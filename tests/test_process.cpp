@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -40,6 +42,30 @@ TEST(Process, ExitStatusAndSignalAreReported) {
 TEST(Process, MissingProgramsAreClearErrors) {
   EXPECT_THROW(app::run_process({"actkit-no-such-program"}), IoError);
   EXPECT_THROW(app::run_process({}), InvalidInput);
+  // A program that cannot be executed: the cause, from the child's exec
+  // (a file without execute permission, a file that is no program).
+  test::TempDir dir;
+  const std::string plain = dir.file("not-executable");
+  std::ofstream(plain) << "#!/bin/sh\nexit 0\n";
+  const std::string junk = dir.file("not-a-program");
+  std::ofstream(junk) << "\x7f" "ELF not really";
+  ::chmod(junk.c_str(), 0755);
+  const std::pair<std::string, int> cases[] = {{plain, EACCES}, {junk, ENOEXEC}};
+  for (const auto& [program, expected] : cases) {
+    try {
+      app::run_process({program});
+      ADD_FAILURE() << program << " was started";
+    } catch (const IoError& e) {
+      EXPECT_EQ(e.error_number(), expected) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::strerror(expected)), std::string::npos) << e.what();
+    }
+    try {
+      app::run_processes({{{program}, {}}}, std::chrono::milliseconds(100));
+      ADD_FAILURE() << program << " was started in a group";
+    } catch (const IoError& e) {
+      EXPECT_EQ(e.error_number(), expected) << e.what();
+    }
+  }
   EXPECT_FALSE(app::program_in_path("actkit-no-such-program"));
   EXPECT_TRUE(app::program_in_path("sh"));
 }
@@ -72,6 +98,45 @@ TEST(Process, GroupEndsSoonAfterItsFirstFailure) {
   EXPECT_EQ(results[1].signal, SIGKILL);
   EXPECT_THROW(app::run_processes({}, std::chrono::seconds(1)), InvalidInput);
   EXPECT_THROW(app::run_processes({{{"true"}, {}, app::ChildOutput::kCapture}}, std::chrono::seconds(1)), InvalidInput);
+}
+
+// The rank whose error was raised first is named, not the one that ended
+// first: rank 0 meets a refused file and takes its time to end (its
+// unwinding closes files, its peers' connections); rank 1 notices the
+// peer gone later but ends at once.
+TEST(Process, TheFirstFailureIsTheErrorRaisedFirstNotTheFirstToEnd) {
+  const std::string note = "printf '%s\\n%s' \"$(date +%s%N)\" \"$MESSAGE\" > \"$ACTKIT_ERROR_NOTE\"";
+  const std::vector<app::ProcessSpec> specs{
+      {{"sh", "-c", note + "; sleep 0.8; exit 1"}, {{"MESSAGE", "cannot write out.json: refused"}}},
+      {{"sh", "-c", "sleep 0.3; " + note + "; exit 1"}, {{"MESSAGE", "rank 0 is gone"}}},
+      {{"sh", "-c", "sleep 0.1; exit 3"}, {}}};  // fails without a note: after both noted ones
+  const auto results = app::run_processes(specs, std::chrono::seconds(5), /*private_tmpdir=*/true);
+  EXPECT_LT(results[1].end_order, results[0].end_order) << "rank 1 should have ended first";
+  EXPECT_EQ(results[0].error, "cannot write out.json: refused");
+  EXPECT_EQ(results[1].error, "rank 0 is gone");
+  EXPECT_TRUE(results[2].error.empty());
+  EXPECT_EQ(app::first_failure(results), 0);
+  // Without notes, the order they ended in.
+  std::vector<app::ProcessResult> unnoted = results;
+  for (auto& r : unnoted) r.error_raised_ns = 0;
+  EXPECT_EQ(app::first_failure(unnoted), 2);
+  std::vector<app::ProcessResult> fine(2);
+  fine[0].exit_status = fine[1].exit_status = 0;
+  EXPECT_EQ(app::first_failure(fine), -1);
+  // What main() writes: the time the error was raised, then its message.
+  test::TempDir dir;
+  ::setenv("ACTKIT_ERROR_NOTE", dir.file("note").c_str(), 1);
+  const auto raised = std::chrono::system_clock::now() - std::chrono::seconds(2);
+  app::note_error("out of memory", raised);
+  ::unsetenv("ACTKIT_ERROR_NOTE");
+  std::ifstream in(dir.file("note"));
+  int64_t ns = 0;
+  std::string rest;
+  in >> ns;
+  in.ignore(1);
+  std::getline(in, rest);
+  EXPECT_EQ(ns, std::chrono::duration_cast<std::chrono::nanoseconds>(raised.time_since_epoch()).count());
+  EXPECT_EQ(rest, "out of memory");
 }
 
 // Whether process `pid` is gone (or a zombie nobody reaps: not running).

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -231,6 +232,35 @@ TEST(Safetensors, ReadsASingleFileFolder) {
   expect_same_tensors(read_safetensors_folder(dir.path()), tensors);
   TempDir empty;
   EXPECT_THROW(read_safetensors_folder(empty.path()), IoError);
+}
+
+// A file's other tensors cost nothing: the header says what it holds, and
+// only the byte ranges of the tensors asked for are read (here not the
+// 1 GiB one, a hole of a sparse file).
+TEST(Safetensors, ReadsOnlyTheTensorsAskedFor) {
+  TempDir dir;
+  const std::string path = dir.file("sparse.safetensors");
+  const uint64_t big = uint64_t(1) << 30;
+  test::write_sparse_safetensors(path, "big", big);
+  const auto header = read_safetensors_header(path);
+  ASSERT_EQ(header.size(), 2u);
+  EXPECT_EQ(header.at("big").shape, std::vector<int64_t>{int64_t(big)});
+  EXPECT_EQ(header.at("big").dtype, at::kByte);
+  EXPECT_EQ(header.at("small").file, path);
+  const int64_t before = test::bytes_read_by_process();
+  const auto t = read_safetensors(path, std::set<std::string>{"small"});
+  const int64_t after = test::bytes_read_by_process();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_TRUE(at::equal(t.at("small"), at::arange(1, 5, at::kFloat)));
+  if (before >= 0) EXPECT_LT(after - before, int64_t(1) << 20) << "bytes read for a 16-byte tensor";
+  expect_refused([&] { read_safetensors(path, std::set<std::string>{"absent"}); }, path, "holds no tensor \"absent\"");
+
+  // A folder's too: only the asked-for tensor's shard range is read.
+  write_safetensors(dir.file("model.safetensors"), {{"w", at::ones({3})}});
+  EXPECT_EQ(read_safetensors_folder_header(dir.path()).at("w").shape, std::vector<int64_t>{3});
+  EXPECT_TRUE(at::equal(read_safetensors_folder(dir.path(), {"w"}).at("w"), at::ones({3})));
+  expect_refused([&] { read_safetensors_folder(dir.path(), {"v"}); }, dir.file("model.safetensors"),
+                 "holds no tensor \"v\"");
 }
 
 TEST(Safetensors, MissingFileIsAnIoError) {

@@ -365,5 +365,72 @@ TEST(Tokenizer, FolderRules) {
   EXPECT_EQ(load_tokenizer(dir.path())->eos_id(), std::nullopt);
 }
 
+// A tokenizer.json of a kind ACTkit does not read (Llama 2's Metaspace BPE)
+// beside a tokenizer.model: the model is read. Alone, it is still refused.
+TEST(Tokenizer, AnUnreadTokenizerJsonFallsBackToTheTokenizerModel) {
+  const TempDir dir;
+  json doc = json::parse(read_file(tokenizer_fixture("gpt2/tokenizer.json")));
+  doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}};
+  write_file(dir.file("tokenizer.json"), doc.dump());
+  EXPECT_THROW(load_tokenizer(dir.path()), FormatError);
+  write_file(dir.file("tokenizer.model"), read_file(tokenizer_fixture("sentencepiece/tokenizer.model")));
+  const auto tok = load_tokenizer(dir.path());
+  EXPECT_EQ(tok->kind(), "SentencePiece");
+  EXPECT_EQ(tok->encode("Hello world"), load_tokenizer(tokenizer_fixture("sentencepiece"))->encode("Hello world"));
+  // A malformed file is no unread kind: refused, not passed over.
+  write_file(dir.file("tokenizer.json"), "{\"model\": 3");
+  EXPECT_THROW(load_tokenizer(dir.path()), FormatError);
+}
+
+// The special tokens around a text, by transformers' rule: a tokenizer.json's
+// post-processor alone; without one, tokenizer_config.json's add_bos_token
+// and add_eos_token (false when absent). test_hf_tokenizer_oracle.cpp checks
+// the rule against transformers itself.
+TEST(Tokenizer, SpecialTokensAroundATextFollowTheFolder) {
+  const TempDir dir;
+  json doc = json::parse(read_file(tokenizer_fixture("llama3/tokenizer.json")));
+  write_file(dir.file("tokenizer.json"), doc.dump());
+  write_file(dir.file("tokenizer_config.json"), "{\"bos_token\": \"<|begin_of_text|>\", \"add_bos_token\": true}");
+  auto tok = load_tokenizer(dir.path());
+  const std::vector<int64_t> hi = tok->encode("Hi");
+  EXPECT_EQ(tok->encode_with_special_tokens("Hi"), hi);  // ByteLevel adds none, whatever add_bos_token says
+  ASSERT_TRUE(tok->bos_id());
+  const int64_t bos = *tok->bos_id(), end = tok->encode("<|end_of_text|>").at(0);
+  ASSERT_NE(bos, end);
+  doc["post_processor"] = {
+      {"type", "Sequence"},
+      {"processors",
+       json::array({{{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}},
+                    {{"type", "TemplateProcessing"},
+                     {"single", json::array({{{"SpecialToken", {{"id", "B"}, {"type_id", 0}}}},
+                                             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                             {{"SpecialToken", {{"id", "E"}, {"type_id", 0}}}}})},
+                     {"pair", json::array()},
+                     {"special_tokens", {{"B", {{"id", "B"}, {"ids", {bos}}, {"tokens", {"B"}}}},
+                                         {"E", {{"id", "E"}, {"ids", {end}}, {"tokens", {"E"}}}}}}}})}};
+  write_file(dir.file("tokenizer.json"), doc.dump());
+  tok = load_tokenizer(dir.path());
+  std::vector<int64_t> want{bos};
+  want.insert(want.end(), hi.begin(), hi.end());
+  want.push_back(end);
+  EXPECT_EQ(tok->encode_with_special_tokens("Hi"), want);
+  doc["post_processor"] = {{"type", "Bogus"}};
+  write_file(dir.file("tokenizer.json"), doc.dump());
+  EXPECT_THROW(load_tokenizer(dir.path()), FormatError);
+
+  // A tokenizer.model alone: add_bos_token decides, false when absent.
+  const TempDir spm;
+  write_file(spm.file("tokenizer.model"), read_file(tokenizer_fixture("sentencepiece/tokenizer.model")));
+  const auto plain = load_tokenizer(spm.path());
+  EXPECT_EQ(plain->encode_with_special_tokens("Hi"), plain->encode("Hi"));
+  write_file(spm.file("tokenizer_config.json"), "{\"add_bos_token\": true}");
+  want = {*plain->bos_id()};
+  const std::vector<int64_t> ids = plain->encode("Hi");
+  want.insert(want.end(), ids.begin(), ids.end());
+  EXPECT_EQ(load_tokenizer(spm.path())->encode_with_special_tokens("Hi"), want);
+  write_file(spm.file("tokenizer_config.json"), "{\"add_bos_token\": \"yes\"}");
+  EXPECT_THROW(load_tokenizer(spm.path()), FormatError);
+}
+
 }  // namespace
 }  // namespace actkit

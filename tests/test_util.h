@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -77,5 +78,37 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Bytes this process has read through read/pread so far (/proc/self/io's
+// rchar), or -1 where the kernel does not count them: a test that a reader
+// reads only what it needs compares two of these.
+inline int64_t bytes_read_by_process() {
+  FILE* f = std::fopen("/proc/self/io", "r");
+  if (f == nullptr) return -1;
+  long long rchar = -1;
+  char line[128];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "rchar: %lld", &rchar) == 1) break;
+  }
+  std::fclose(f);
+  return rchar;
+}
+
+// Writes a .safetensors file at `path` holding the F32 tensor "small" (4
+// values) and, after it, the U8 tensor `big_name` of `big_bytes` bytes,
+// which is left a hole (the file is only extended), so that it costs no
+// disk and reading it is measurable.
+inline void write_sparse_safetensors(const std::string& path, const std::string& big_name, uint64_t big_bytes) {
+  const std::string header = "{\"small\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"" + big_name +
+                             "\":{\"dtype\":\"U8\",\"shape\":[" + std::to_string(big_bytes) +
+                             "],\"data_offsets\":[16," + std::to_string(16 + big_bytes) + "]}}";
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(char((uint64_t(header.size()) >> (8 * i)) & 0xff));
+  bytes += header;
+  const float small[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  bytes.append(reinterpret_cast<const char*>(small), sizeof small);
+  files::write_file_atomic(path, bytes.data(), bytes.size());
+  files::resize_file(path, bytes.size() + big_bytes);
+}
 
 }  // namespace actkit::test

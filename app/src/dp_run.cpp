@@ -270,7 +270,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     });
   }
   if (leader && !config.save_hf.empty()) {
-    in_phase(c10::str(after, ": writing ", config.save_hf), [&] { save_hf_folder(*model, config.init, config.save_hf); });
+    in_phase(c10::str(after, ": writing ", config.save_hf), [&] { save_hf_folder(*model, config.init, config.save_hf, config.save_hf_over_init); });
   }
   const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
   // The mean loss over every rank's batch of each step: one collective at the end.

@@ -101,13 +101,9 @@ GenerateResult generate(const GenerateConfig& c, const std::function<void(const 
 
   GenerateResult r;
   r.architecture = info.architecture;
-  r.prompt_tokens = tokenizer->encode(c.prompt);
-  // Llama's tokenizers put their begin-of-text token first (their
-  // post-processor; encode() adds none), and the models expect it.
-  if (info.model_type == "llama" && tokenizer->bos_id() &&
-      (r.prompt_tokens.empty() || r.prompt_tokens.front() != *tokenizer->bos_id())) {
-    r.prompt_tokens.insert(r.prompt_tokens.begin(), *tokenizer->bos_id());
-  }
+  // The prompt as transformers' tokenizer of the folder encodes it: with
+  // the special tokens (a BOS, mostly) its own settings add, and no other.
+  r.prompt_tokens = tokenizer->encode_with_special_tokens(c.prompt);
   if (r.prompt_tokens.empty()) throw InvalidInput("generate: the prompt makes no tokens");
   const std::set<int64_t> eos = end_ids(c.init, *tokenizer);
   at::Generator gen = at::detail::createCPUGenerator(c.seed);

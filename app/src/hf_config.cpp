@@ -224,7 +224,10 @@ void read_llama(const Config& c, HfModelInfo& m) {
     o.attention_bias = true;  // Qwen2's q/k/v projections always carry biases
     require_flag(c, "use_sliding_window", false, false);
   } else {
+    // transformers' LlamaAttention gives all four projections, o_proj
+    // included, a bias under attention_bias.
     o.attention_bias = c.flag("attention_bias", false);
+    o.output_bias = o.attention_bias;
     if (c.integer("pretraining_tp", 1) != 1) throw c.unsupported("pretraining_tp", "not 1", "1");
   }
   m.zoo_name = "llama";

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "actkit/app/hf_folder.h"
+#include "actkit/app/hf_output.h"
 #include "actkit/converters/safetensors.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
@@ -124,6 +125,7 @@ std::vector<Rule> rules(const HfModelInfo& m) {
           r.push_back({l + "self_attn." + p + ".weight", {l + "self_attn." + p + ".weight"}});
           if (o.attention_bias) r.push_back({l + "self_attn." + p + ".bias", {l + "self_attn." + p + ".bias"}});
         }
+        if (o.output_bias) r.push_back({l + "self_attn.o_proj.bias", {l + "self_attn.o_proj.bias"}});
       }
       r.push_back({"norm.weight", {"norm.weight"}});
       if (!o.tie_embeddings) r.push_back({"lm_head.weight", {"/lm_head.weight"}, Layout::kSame, true});
@@ -147,32 +149,62 @@ bool rebuilt_by_transformers(const std::string& name) {
          name == "lm_head.weight";
 }
 
+// Tensors of a bare model that its headed model has no place for either,
+// so that transformers drops them too when it loads the folder into the
+// headed model: ViTModel's pooler (ViTForImageClassification has none).
+// They are not read, and save_hf_folder carries them over.
+bool unused_by_headed_model(HfFamily family, const std::string& name, const std::string& prefix) {
+  const std::string pooler = prefix + "pooler.";
+  return family == HfFamily::kVit && name.compare(0, pooler.size(), pooler) == 0;
+}
+
+// A folder's tensors: first their names, shapes and files (from the
+// safetensors headers alone), then the data of those asked for.
 struct FolderTensors {
-  std::map<std::string, at::Tensor> tensors;
-  std::string file;
+  std::string dir;
+  std::string file;  // the weights file (or index) named in messages
+  bool safetensors = false;
+  std::map<std::string, SafetensorsEntry> entries;  // every tensor of the folder
+  std::map<std::string, at::Tensor> tensors;        // those read
 };
 
-FolderTensors read_folder_tensors(const std::string& dir) {
+FolderTensors list_folder_tensors(const std::string& dir) {
   FolderTensors f;
+  f.dir = dir;
   if (files::exists(dir + "/model.safetensors") || files::exists(dir + "/model.safetensors.index.json")) {
     // As the reader (and transformers) chooses: the single file first.
     f.file = files::exists(dir + "/model.safetensors") ? dir + "/model.safetensors"
                                                        : dir + "/model.safetensors.index.json";
-    f.tensors = read_safetensors_folder(dir);
+    f.safetensors = true;
+    f.entries = read_safetensors_folder_header(dir);
   } else if (files::exists(dir + "/pytorch_model.bin")) {
+    // torch.save's format has no header to read apart: read whole.
     f.file = dir + "/pytorch_model.bin";
-    for (const auto& item : read_state_dict(f.file)) f.tensors[item.key()] = item.value();
+    for (const auto& item : read_state_dict(f.file)) {
+      f.tensors[item.key()] = item.value();
+      f.entries[item.key()] = SafetensorsEntry{item.value().scalar_type(), item.value().sizes().vec(), f.file};
+    }
   } else {
     throw FormatError(c10::str(dir, ": no model.safetensors, model.safetensors.index.json or pytorch_model.bin"));
   }
   return f;
 }
 
+// Reads the tensors `names` of `f` not read yet.
+void read_folder_tensors(FolderTensors& f, const std::set<std::string>& names) {
+  std::set<std::string> missing;
+  for (const std::string& n : names) {
+    if (f.tensors.count(n) == 0) missing.insert(n);
+  }
+  if (missing.empty() || !f.safetensors) return;
+  f.tensors.merge(read_safetensors_folder(f.dir, missing));
+}
+
 // The body prefix the folder's names use: the family's when any name has
 // it (a headed model), none otherwise (a bare one).
-std::string prefix_in(const std::map<std::string, at::Tensor>& tensors, HfFamily family) {
+std::string prefix_in(const std::map<std::string, SafetensorsEntry>& entries, HfFamily family) {
   const std::string p = body_prefix(family);
-  for (const auto& [name, t] : tensors) {
+  for (const auto& [name, e] : entries) {
     if (name.compare(0, p.size(), p) == 0) return p;
   }
   return "";
@@ -210,13 +242,45 @@ std::string folder_shape(const Rule& rule, at::IntArrayRef zoo) {
 std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* info_out, HfLoadReport* report_out) {
   HfModelInfo info = read_hf_config(dir);
   HfLoadReport report;
-  FolderTensors folder = read_folder_tensors(dir);
+  FolderTensors folder = list_folder_tensors(dir);
   report.weights_file = folder.file;
-  const std::string prefix = prefix_in(folder.tensors, info.family);
+  const std::string prefix = prefix_in(folder.entries, info.family);
+  // Every tensor of the folder is used, or is one the model has no use for
+  // by design (a buffer transformers rebuilds, a tied head checked below, a
+  // bare model's part its headed model lacks); any other means the folder
+  // holds a model other than the one config.json describes (a bias the zoo
+  // model has no place for, say), and is refused by name before any
+  // tensor's data is read, never dropped.
+  const std::vector<Rule> folder_rules = rules(info);
+  const bool tied_head =
+      info.options.tie_embeddings && (info.family == HfFamily::kGpt2 || info.family == HfFamily::kLlama);
+  std::set<std::string> wanted;
+  for (const Rule& rule : folder_rules) {
+    for (const std::string& name : rule.hf) {
+      const std::string key = folder_name(name, prefix);
+      if (folder.entries.count(key) != 0) wanted.insert(key);
+    }
+  }
+  for (const auto& [name, e] : folder.entries) {
+    if (wanted.count(name) != 0) continue;
+    if (name == "lm_head.weight" && tied_head) {
+      wanted.insert(name);  // compared with the embedding below
+    } else if (rebuilt_by_transformers(name) || unused_by_headed_model(info.family, name, prefix)) {
+      report.ignored.push_back(name);
+    } else {
+      throw FormatError(c10::str(e.file, ": tensor ", name, " is not used by ACTkit's ", info.architecture,
+                                 " of config.json (a tensor the model would silently lose: is config.json the one of "
+                                 "these weights?)"));
+    }
+  }
   // The weights must be about what config.json's shape makes: a shape that
   // asks for more is refused before anything is allocated for it.
   double held = 0;
-  for (const auto& [name, t] : folder.tensors) held += double(t.numel());
+  for (const auto& [name, e] : folder.entries) {
+    double n = 1;
+    for (const int64_t d : e.shape) n *= double(d);
+    held += n;
+  }
   double expected = hf_parameter_estimate(info);
   if (!info.has_head && info.family == HfFamily::kLlama && !info.options.tie_embeddings) {
     expected -= double(info.options.vocab_size) * double(info.options.hidden);  // a bare model's missing head
@@ -225,14 +289,14 @@ std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* inf
     throw FormatError(c10::str(folder.file, ": holds ", int64_t(held), " weights; config.json's shape makes about ",
                                int64_t(expected), " (does config.json belong to these weights?)"));
   }
+  read_folder_tensors(folder, wanted);
   std::shared_ptr<ZooModel> model = make_model(info.zoo_name, info.options);
   std::map<std::string, at::Tensor> params;
   for (const auto& p : model->named_parameters()) params[p.key()] = p.value();
   for (const auto& b : model->named_buffers()) params[b.key()] = b.value();
 
-  std::set<std::string> used;
   torch::NoGradGuard no_grad;
-  for (const Rule& rule : rules(info)) {
+  for (const Rule& rule : folder_rules) {
     auto target = params.find(rule.zoo);
     if (target == params.end()) {
       throw InvalidInput(c10::str("load_hf_model: the zoo's ", info.zoo_name, " has no tensor ", rule.zoo));
@@ -250,7 +314,6 @@ std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* inf
                                    ", not floating point"));
       }
       parts.push_back(it->second.to(at::kFloat));
-      used.insert(key);
     }
     if (parts.size() != rule.hf.size()) {
       report.fresh.push_back(rule.zoo);
@@ -273,14 +336,11 @@ std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* inf
     target->second.copy_(value);
     ++report.tensors;
   }
-  for (const auto& [name, t] : folder.tensors) {
-    if (used.count(name) == 0) report.ignored.push_back(name);
-  }
   // A tied model's folder may carry its head as a copy of the embedding;
   // one that differs is a head this model cannot hold (transformers would
   // untie it), so it is refused rather than dropped.
   auto head = folder.tensors.find("lm_head.weight");
-  if (head != folder.tensors.end() && used.count(head->first) == 0) {
+  if (head != folder.tensors.end() && tied_head) {
     const std::string embedding = info.family == HfFamily::kGpt2 ? "wte.weight" : "embed_tokens.weight";
     const at::Tensor& tied = params.at(embedding);
     if (head->second.sizes() != tied.sizes() || !at::equal(head->second.to(at::kFloat), tied)) {
@@ -314,19 +374,28 @@ std::map<std::string, at::Tensor> hf_named(const HfModelInfo& info, const std::m
   return out;
 }
 
-void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::string& out) {
+void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::string& out, bool replace_source) {
+  check_hf_output(out, source_dir, replace_source, "--save-hf");
   HfModelInfo info = read_hf_config(source_dir);
-  FolderTensors source = read_folder_tensors(source_dir);
-  const std::string source_prefix = prefix_in(source.tensors, info.family);
+  FolderTensors source = list_folder_tensors(source_dir);
+  const std::string source_prefix = prefix_in(source.entries, info.family);
   // Always the headed model's names: a bare folder fine-tuned with a fresh
   // head is saved with it.
   const std::string prefix = body_prefix(info.family);
   std::map<std::string, at::Tensor> params;
   for (const auto& p : model.named_parameters()) params[p.key()] = p.value();
   std::map<std::string, at::Tensor> written = hf_named(info, params);
-  std::set<std::string> mapped;
+  std::set<std::string> mapped, carried;
   for (const Rule& rule : rules(info)) {
     for (const std::string& n : rule.hf) mapped.insert(folder_name(n, source_prefix));
+    if (rule.layout == Layout::kPlusFirstRow) carried.insert(folder_name(rule.hf[1], source_prefix));
+  }
+  for (const auto& [name, e] : source.entries) {
+    if (mapped.count(name) == 0 && !rebuilt_by_transformers(name)) carried.insert(name);
+  }
+  // Only what goes back as it came is read of the source.
+  read_folder_tensors(source, carried);
+  for (const Rule& rule : rules(info)) {
     if (rule.layout != Layout::kPlusFirstRow) continue;
     // The token-type table as it was; the positions give back its row 0.
     auto t = source.tensors.find(folder_name(rule.hf[1], source_prefix));
@@ -346,8 +415,9 @@ void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::s
     if (written.count(key) == 0) written[key] = t;
   }
 
-  files::create_directories(out);
+  begin_hf_output(out, source_dir);
   write_safetensors(out + "/model.safetensors", written, {});
+  std::vector<std::string> files_written{"model.safetensors", "config.json"};
   // config.json: the source's, with the headed architecture, fp32 weights
   // and (for a classifier) the classes the model has.
   nlohmann::json config = parse_hf_json(source_dir + "/config.json", info.config_json);
@@ -378,7 +448,10 @@ void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::s
     if (!files::is_regular_file(from)) continue;
     const std::string bytes = files::read_small_file(from, uint64_t(1) << 30);
     files::write_file_atomic(out + "/" + name, bytes.data(), bytes.size());
+    files_written.push_back(name);
   }
+  // What an earlier save left that this one did not write goes: one model per folder.
+  finish_hf_output(out, files_written);
 }
 
 }  // namespace actkit::app

@@ -1,6 +1,7 @@
 #include "actkit/app/level_memory.h"
 #include "actkit/app/level_switches.h"
 
+#include "actkit/app/memory_floor.h"
 #include "actkit/app/memory_meter.h"
 #include "actkit/app/run_device.h"
 #include "actkit/app/training_setup.h"
@@ -31,6 +32,8 @@ int64_t activation_bytes(int64_t before, int64_t ready, const at::Tensor& output
 std::vector<StepMeasurement> measure_level_memory(const LevelMemoryConfig& config) {
   if (config.batch < 1 || config.length < 1) throw InvalidInput("memory: batch and length must be >= 1");
   if (config.steps < 1) throw InvalidInput("memory: steps must be >= 1");
+  check_fits_machine(c10::str("memory --batch ", config.batch),
+                     step_memory_floor(config.model, config.options, config.batch, config.length));
   const at::Device device = parse_run_device(config.device, "memory");
   apply_level_switches(config.levels, device);
   MemoryMeter meter(device);

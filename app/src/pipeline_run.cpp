@@ -13,6 +13,7 @@
 
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/hf_folder.h"
+#include "actkit/app/memory_floor.h"
 #include "actkit/app/pipeline_batches.h"
 #include "hf_json.h"
 #include "actkit/comm/communicator.h"
@@ -126,6 +127,10 @@ void PipelineRunConfig::validate() const {
                                 " pieces (embeddings, ", c.model_options.layers, " blocks, head): at most one stage a piece"));
   }
   if (validation_batches < 1) throw InvalidInput("pipeline: --validation-batches must be >= 1");
+  if (c.micro_batch_size >= 1 && c.seq_len >= 1) {
+    check_fits_machine(c10::str("pipeline --micro-batch-size ", c.micro_batch_size, " --seq-len ", c.seq_len),
+                       step_memory_floor(c.model, c.model_options, c.micro_batch_size, c.seq_len));
+  }
   check_link_backend(c.link_mode, group.backend);
   if (aqsgd_warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");
   if (save_every < 0) throw InvalidInput("pipeline: --save-every must be >= 0");
@@ -306,7 +311,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
         if (it == saved.end()) throw FormatError(c10::str(config.save, ": the checkpoint has no tensor ", p.key()));
         p.value().copy_(it->second);
       }
-      save_hf_folder(*whole, config.init, config.save_hf);
+      save_hf_folder(*whole, config.init, config.save_hf, config.save_hf_over_init);
     });
   }
   const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");

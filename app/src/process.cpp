@@ -114,36 +114,78 @@ constexpr std::chrono::seconds kSignalGrace{5};
 // has not yet reached main()'s end_with_parent); posix_spawn has no place
 // for that. `output`: kInherit, kDiscard (stdout and stderr to /dev/null) or
 // kCapture (stdout onto `capture_fd`). Between fork and exec the child makes
-// only async-signal-safe calls: everything it needs is prepared here.
-// Returns the child's id, or -1 with the errno of the failed fork in
-// *error_number. A program that cannot be executed exits 127.
+// only async-signal-safe calls: everything it needs is prepared here. If
+// exec (or the child's setup) fails, the child sends its errno through a
+// pipe that exec closes, so the failure has its cause (EACCES, ENOEXEC,
+// E2BIG, ...), not only an exit status.
+// Returns the child's id once it runs its program, or -1 with the errno of
+// the failed fork, setup or exec in *error_number (the child reaped).
 pid_t start_child(char* const argv[], char* const envp[], ChildOutput output, int capture_fd, int* error_number) {
   const pid_t parent = ::getpid();
   sigset_t none;
   sigemptyset(&none);
   const bool search = std::strchr(argv[0], '/') == nullptr;
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    *error_number = errno;
+    return -1;
+  }
   const pid_t pid = ::fork();
-  if (pid < 0) *error_number = errno;
-  if (pid != 0) return pid;
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);  // the launcher is gone already
-  // Default handling and nothing blocked, whatever the launcher ignores or
-  // blocks (SIGPIPE, say, or its forwarding handlers).
-  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (output == ChildOutput::kDiscard) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    if (null < 0 || ::dup2(null, STDOUT_FILENO) < 0 || ::dup2(null, STDERR_FILENO) < 0) ::_exit(127);
-    if (null > STDERR_FILENO) ::close(null);
-  } else if (output == ChildOutput::kCapture && ::dup2(capture_fd, STDOUT_FILENO) < 0) {
-    ::_exit(127);
+  if (pid < 0) {
+    *error_number = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return -1;
   }
-  if (search) {
-    ::execvpe(argv[0], argv, envp);
-  } else {
-    ::execve(argv[0], argv, envp);
+  if (pid == 0) {
+    const auto fail = [&](int e) {
+      while (::write(report[1], &e, sizeof(e)) < 0 && errno == EINTR) {
+      }
+      ::_exit(127);
+    };
+    ::close(report[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the launcher is gone already
+    // Default handling and nothing blocked, whatever the launcher ignores or
+    // blocks (SIGPIPE, say, or its forwarding handlers).
+    for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (output == ChildOutput::kDiscard) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      if (null < 0 || ::dup2(null, STDOUT_FILENO) < 0 || ::dup2(null, STDERR_FILENO) < 0) fail(errno);
+      if (null > STDERR_FILENO) ::close(null);
+    } else if (output == ChildOutput::kCapture && ::dup2(capture_fd, STDOUT_FILENO) < 0) {
+      fail(errno);
+    }
+    if (search) {
+      ::execvpe(argv[0], argv, envp);
+    } else {
+      ::execve(argv[0], argv, envp);
+    }
+    fail(errno);
+    ::_exit(127);  // not reached: fail ends the child
   }
-  ::_exit(127);
+  ::close(report[1]);
+  // Nothing comes before exec closes the pipe; an errno when it failed.
+  int child_error = 0;
+  ssize_t n;
+  while ((n = ::read(report[0], &child_error, sizeof(child_error))) < 0 && errno == EINTR) {
+  }
+  ::close(report[0]);
+  if (n == ssize_t(sizeof(child_error))) {
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    *error_number = child_error;
+    return -1;
+  }
+  return pid;
+}
+
+// "cannot start PROGRAM: <the cause>", a missing program said plainly.
+IoError start_error(const std::string& program, int error_number) {
+  return IoError(c10::str("cannot start ", program, ": ",
+                          error_number == ENOENT ? "not found" : std::strerror(error_number)),
+                 error_number);
 }
 
 ProcessResult result_of(int status) {
@@ -175,7 +217,7 @@ ProcessResult run_process(const std::vector<std::string>& args, ChildOutput outp
   std::fflush(stderr);
   int error_number = 0;
   const pid_t pid = start_child(argv.data(), environ, output, write_end.fd, &error_number);
-  if (pid < 0) throw IoError(c10::str("cannot start ", args.front(), ": ", std::strerror(error_number)), error_number);
+  if (pid < 0) throw start_error(args.front(), error_number);
   if (write_end.fd >= 0) {
     ::close(write_end.fd);  // the child holds its own copy; EOF comes when it exits
     write_end.fd = -1;
@@ -204,14 +246,32 @@ ProcessResult run_process(const std::vector<std::string>& args, ChildOutput outp
   if (read_error != 0) throw IoError("cannot read the output of " + args.front(), read_error);
   ProcessResult result = result_of(status);
   result.output = std::move(output_text);
-  // A missing program shows only in the child's exit.
-  if (result.exit_status == 127 && !program_in_path(args.front())) {
-    throw IoError("cannot start " + args.front() + ": not found", ENOENT);
-  }
   return result;
 }
 
 namespace {
+
+constexpr const char* kErrorNoteVariable = "ACTKIT_ERROR_NOTE";
+// A note holds a time and one message; anything longer is cut.
+constexpr uint64_t kMaxNoteBytes = 64 * 1024;
+
+std::string note_path(const std::string& folder, size_t index) { return c10::str(folder, "/.actkit-error-", index); }
+
+// The note at `file` into r->error and r->error_raised_ns; a missing or
+// malformed note is no note.
+void read_note(const std::string& file, ProcessResult* r) {
+  try {
+    if (!files::is_regular_file(file)) return;
+    const std::string text = files::read_small_file(file, kMaxNoteBytes);
+    const size_t line = text.find('\n');
+    if (line == std::string::npos) return;
+    r->error_raised_ns = std::stoll(text.substr(0, line));
+    r->error = text.substr(line + 1);
+  } catch (const std::exception&) {
+    r->error.clear();
+    r->error_raised_ns = 0;
+  }
+}
 
 // environ with `extra` set on top (replacing variables of the same name).
 std::vector<std::string> environment_with(const std::vector<std::pair<std::string, std::string>>& extra) {
@@ -260,7 +320,10 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     argv.push_back(nullptr);
     std::vector<std::pair<std::string, std::string>> vars = spec.env;
     vars.emplace_back("ACTKIT_PARENT_PID", std::to_string(::getpid()));
-    if (!scratch.path.empty()) vars.emplace_back("TMPDIR", scratch.path);
+    if (!scratch.path.empty()) {
+      vars.emplace_back("TMPDIR", scratch.path);
+      vars.emplace_back(kErrorNoteVariable, note_path(scratch.path, pids.size()));
+    }
     const std::vector<std::string> env = environment_with(vars);
     std::vector<char*> envp;
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
@@ -269,7 +332,7 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     const pid_t pid = start_child(argv.data(), envp.data(), spec.output, -1, &error_number);
     if (pid < 0) {
       kill_all();
-      throw IoError(c10::str("cannot start ", spec.argv.front(), ": ", std::strerror(error_number)), error_number);
+      throw start_error(spec.argv.front(), error_number);
     }
     pids.push_back(pid);
   }
@@ -341,10 +404,8 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
     ::signal(forwarded, SIG_DFL);
     ::raise(forwarded);
   }
-  for (size_t i = 0; i < specs.size(); ++i) {
-    if (results[i].exit_status == 127 && !program_in_path(specs[i].argv.front())) {
-      throw IoError("cannot start " + specs[i].argv.front() + ": not found", ENOENT);
-    }
+  if (!scratch.path.empty()) {
+    for (size_t i = 0; i < results.size(); ++i) read_note(note_path(scratch.path, i), &results[i]);
   }
   return results;
 }
@@ -372,6 +433,33 @@ bool program_in_path(const std::string& program) {
     if (::access(candidate.c_str(), X_OK) == 0 && !files::is_directory(candidate)) return true;
   }
   return false;
+}
+
+void note_error(const std::string& message, std::chrono::system_clock::time_point raised_at) noexcept {
+  try {
+    const char* file = std::getenv(kErrorNoteVariable);
+    if (file == nullptr || *file == '\0') return;
+    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(raised_at.time_since_epoch()).count();
+    const std::string text = c10::str(ns, "\n", message);
+    files::write_file_atomic(file, text.data(), text.size());
+  } catch (...) {
+    // The launcher falls back to the order the processes ended in.
+  }
+}
+
+int first_failure(const std::vector<ProcessResult>& results) {
+  const auto earlier = [&](const ProcessResult& a, const ProcessResult& b) {
+    const bool noted_a = a.error_raised_ns != 0, noted_b = b.error_raised_ns != 0;
+    if (noted_a && noted_b) return a.error_raised_ns < b.error_raised_ns;
+    if (noted_a != noted_b) return noted_a;
+    return a.end_order < b.end_order;
+  };
+  int first = -1;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].succeeded()) continue;
+    if (first < 0 || earlier(results[i], results[size_t(first)])) first = int(i);
+  }
+  return first;
 }
 
 std::string self_executable() { return files::read_link("/proc/self/exe"); }

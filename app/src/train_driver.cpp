@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "actkit/app/hf_folder.h"
+#include "actkit/app/memory_floor.h"
 #include "actkit/app/level_memory.h"
 #include "actkit/app/level_switches.h"
 #include "actkit/app/memory_meter.h"
@@ -64,6 +65,11 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   if (!c.init.empty() && c.shape.seq_len > hf.options.max_positions) {
     throw InvalidInput(c10::str("train: --seq-len ", c.shape.seq_len, " is longer than ", c.init, "'s ",
                                 hf.options.max_positions, " positions"));
+  }
+  {
+    const ModelOptions options = c.init.empty() ? training_model_options(c.model, c.shape) : hf.options;
+    const int64_t length = text ? c.shape.seq_len : options.image_size;
+    check_fits_machine(c10::str("train --batch ", c.batch), step_memory_floor(model_name, options, c.batch, length));
   }
   const at::Device device = parse_run_device(c.device, "train");
   apply_level_switches({c.level}, device);  // before anything touches the device
@@ -151,7 +157,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
     const std::vector<char> bytes = state_dict_bytes(*model);
     files::write_output_file(c.save, bytes.data(), bytes.size());
   }
-  if (!c.save_hf.empty()) save_hf_folder(*model, c.init, c.save_hf);
+  if (!c.save_hf.empty()) save_hf_folder(*model, c.init, c.save_hf, c.save_hf_over_init);
   return r;
 }
 

@@ -141,6 +141,11 @@ class SyntheticText : public TrainingData {
 
 }  // namespace
 
+std::string describe_data(DataSet set, const std::string& path) {
+  if (path.empty() || set == DataSet::kSynthetic) return to_string(set);
+  return set == DataSet::kFortunes ? c10::str("the text of ", path) : c10::str(to_string(set), " from ", path);
+}
+
 const char* to_string(DataSet set) {
   switch (set) {
     case DataSet::kFashionMnist: return "fashion-mnist";

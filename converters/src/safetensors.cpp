@@ -270,15 +270,14 @@ bool utf8(const std::string& s) {
   }
 }
 
-}  // namespace safetensors_impl
-}  // namespace
+// A file's checked header: its tensors, and where their data starts.
+struct Header {
+  std::vector<Entry> entries;
+  uint64_t data_start = 0;
+};
 
-std::map<std::string, at::Tensor> read_safetensors(const std::string& path,
-                                                   std::map<std::string, std::string>* metadata) {
-  using namespace safetensors_impl;
-  const std::string where = c10::str("read_safetensors: ", path);
-  if (metadata != nullptr) metadata->clear();
-  const InputFile file(path);
+// Reads and checks the length and header of `file` (nothing past them).
+Header read_header(const InputFile& file, const std::string& where, std::map<std::string, std::string>* metadata) {
   if (file.size() < 8) throw FormatError(c10::str(where, " is ", file.size(), " bytes, shorter than a header length"));
   unsigned char length_bytes[8];
   file.read(0, length_bytes, 8);
@@ -294,32 +293,72 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path,
   }
   std::string text(size_t(header_size), '\0');
   file.read(8, text.data(), header_size);
-  const uint64_t data_start = 8 + header_size;
-  const std::vector<Entry> entries =
-      parse_header(parse_object(text, c10::str(where, ": the header"), kMaxHeaderDepth), file.size() - data_start,
-                   where, metadata);
+  Header h;
+  h.data_start = 8 + header_size;
+  h.entries = parse_header(parse_object(text, c10::str(where, ": the header"), kMaxHeaderDepth),
+                           file.size() - h.data_start, where, metadata);
+  return h;
+}
 
-  std::map<std::string, at::Tensor> tensors;
-  for (const Entry& e : entries) {
-    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.type));
-    if (e.end > e.begin) file.read(data_start + e.begin, t.data_ptr(), e.end - e.begin);
-    if (e.type == at::kBool) {
-      // Any byte but 0 or 1 is not a bool, and LibTorch's kernels assume it never is.
-      const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
-      if (std::any_of(bytes, bytes + t.numel(), [](uint8_t b) { return b > 1; })) {
-        throw FormatError(c10::str(where, ": tensor \"", e.name, "\" holds a BOOL byte other than 0 or 1"));
-      }
+// The tensor of entry `e`: its own byte range read straight into its storage.
+at::Tensor read_tensor(const InputFile& file, const Header& h, const Entry& e, const std::string& where) {
+  at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.type));
+  if (e.end > e.begin) file.read(h.data_start + e.begin, t.data_ptr(), e.end - e.begin);
+  if (e.type == at::kBool) {
+    // Any byte but 0 or 1 is not a bool, and LibTorch's kernels assume it never is.
+    const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
+    if (std::any_of(bytes, bytes + t.numel(), [](uint8_t b) { return b > 1; })) {
+      throw FormatError(c10::str(where, ": tensor \"", e.name, "\" holds a BOOL byte other than 0 or 1"));
     }
-    tensors.emplace(e.name, std::move(t));
+  }
+  return t;
+}
+
+}  // namespace safetensors_impl
+}  // namespace
+
+std::map<std::string, at::Tensor> read_safetensors(const std::string& path,
+                                                   std::map<std::string, std::string>* metadata) {
+  using namespace safetensors_impl;
+  const std::string where = c10::str("read_safetensors: ", path);
+  if (metadata != nullptr) metadata->clear();
+  const InputFile file(path);
+  const Header header = read_header(file, where, metadata);
+  std::map<std::string, at::Tensor> tensors;
+  for (const Entry& e : header.entries) tensors.emplace(e.name, read_tensor(file, header, e, where));
+  return tensors;
+}
+
+std::map<std::string, at::Tensor> read_safetensors(const std::string& path, const std::set<std::string>& names) {
+  using namespace safetensors_impl;
+  const std::string where = c10::str("read_safetensors: ", path);
+  const InputFile file(path);
+  const Header header = read_header(file, where, nullptr);
+  std::map<std::string, const Entry*> by_name;
+  for (const Entry& e : header.entries) by_name.emplace(e.name, &e);
+  std::map<std::string, at::Tensor> tensors;
+  for (const std::string& name : names) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) throw FormatError(c10::str(where, " holds no tensor \"", name, "\""));
+    tensors.emplace(name, read_tensor(file, header, *it->second, where));
   }
   return tensors;
 }
 
-std::map<std::string, at::Tensor> read_safetensors_folder(const std::string& dir) {
+std::map<std::string, SafetensorsEntry> read_safetensors_header(const std::string& path) {
+  using namespace safetensors_impl;
+  const InputFile file(path);
+  const Header header = read_header(file, c10::str("read_safetensors: ", path), nullptr);
+  std::map<std::string, SafetensorsEntry> out;
+  for (const Entry& e : header.entries) out.emplace(e.name, SafetensorsEntry{e.type, e.shape, path});
+  return out;
+}
+
+std::map<std::string, SafetensorsEntry> read_safetensors_folder_header(const std::string& dir) {
   using namespace safetensors_impl;
   const std::string single = dir + "/model.safetensors";
   // The single file first, as transformers' loader looks for it first.
-  if (files::is_regular_file(single)) return read_safetensors(single);
+  if (files::is_regular_file(single)) return read_safetensors_header(single);
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (!files::exists(index_path)) {
     throw IoError(c10::str("read_safetensors_folder: ", dir,
@@ -347,13 +386,13 @@ std::map<std::string, at::Tensor> read_safetensors_folder(const std::string& dir
     names_in[file].insert(name);
   }
 
-  std::map<std::string, at::Tensor> tensors;
+  std::map<std::string, SafetensorsEntry> entries;
   for (const auto& [file, names] : names_in) {
     const std::string shard_path = dir + "/" + file;
     if (!files::is_regular_file(shard_path)) {
       throw FormatError(c10::str(where, ": shard ", file, " (of tensor \"", *names.begin(), "\") is not in ", dir));
     }
-    for (auto& [name, tensor] : read_safetensors(shard_path)) {
+    for (auto& [name, entry] : read_safetensors_header(shard_path)) {
       auto it = shard_of.find(name);
       if (it == shard_of.end()) {
         throw FormatError(c10::str(where, ": shard ", file, " holds tensor \"", name, "\", which the weight map omits"));
@@ -362,15 +401,41 @@ std::map<std::string, at::Tensor> read_safetensors_folder(const std::string& dir
         throw FormatError(c10::str(where, ": shard ", file, " holds tensor \"", name, "\", which the weight map places in ",
                                    it->second));
       }
-      tensors.emplace(name, std::move(tensor));
+      entries.emplace(name, std::move(entry));
     }
     for (const std::string& name : names) {
-      if (!tensors.count(name)) {
+      if (!entries.count(name)) {
         throw FormatError(c10::str(where, ": tensor \"", name, "\" is missing from its shard ", shard_path));
       }
     }
   }
+  return entries;
+}
+
+std::map<std::string, at::Tensor> read_safetensors_folder(const std::string& dir, const std::set<std::string>& names) {
+  const std::map<std::string, SafetensorsEntry> entries = read_safetensors_folder_header(dir);
+  std::map<std::string, std::set<std::string>> wanted;  // file -> the names read from it
+  for (const std::string& name : names) {
+    const auto it = entries.find(name);
+    if (it == entries.end()) {
+      const std::string single = dir + "/model.safetensors";
+      throw FormatError(c10::str("read_safetensors_folder: ",
+                                 files::is_regular_file(single) ? single : dir + "/model.safetensors.index.json",
+                                 " holds no tensor \"", name, "\""));
+    }
+    wanted[it->second.file].insert(name);
+  }
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [file, in_file] : wanted) tensors.merge(read_safetensors(file, in_file));
   return tensors;
+}
+
+std::map<std::string, at::Tensor> read_safetensors_folder(const std::string& dir) {
+  const std::string single = dir + "/model.safetensors";
+  if (files::is_regular_file(single)) return read_safetensors(single);
+  std::set<std::string> names;
+  for (const auto& [name, entry] : read_safetensors_folder_header(dir)) names.insert(name);
+  return read_safetensors_folder(dir, names);
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,

@@ -29,7 +29,7 @@ struct LlamaShape {
   int64_t vocab, layers, hidden, heads, kv_heads, head_dim, intermediate;
   double eps, dropout, theta;
   RopeScaling scaling;
-  bool tie_embeddings, attention_bias;
+  bool tie_embeddings, attention_bias, output_bias;
 };
 
 // The rotary inverse frequencies, (head_dim / 2) in fp32 on the CPU, with
@@ -107,7 +107,8 @@ class LlamaAttentionImpl : public ReplaceableModule {
                                                    .bias(c.attention_bias)))),
         v_proj_(add_slot("v_proj", nn::Linear(nn::LinearOptions(c.hidden, c.kv_heads * c.head_dim)
                                                    .bias(c.attention_bias)))),
-        o_proj_(add_slot("o_proj", nn::Linear(nn::LinearOptions(c.heads * c.head_dim, c.hidden).bias(false)))),
+        o_proj_(add_slot("o_proj", nn::Linear(nn::LinearOptions(c.heads * c.head_dim, c.hidden)
+                                                   .bias(c.output_bias)))),
         scores_(add_slot("scores", MatMul())),
         softmax_(add_slot("softmax", nn::Softmax(-1))),
         attn_drop_(add_slot("attn_drop", nn::Dropout(c.dropout))),
@@ -305,6 +306,7 @@ LlamaShape llama_shape(const std::string& name, const ModelOptions& o) {
   }
   c.tie_embeddings = o.tie_embeddings;
   c.attention_bias = o.attention_bias;
+  c.output_bias = o.output_bias;
   return c;
 }
 

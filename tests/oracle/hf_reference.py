@@ -59,6 +59,10 @@ def cases():
                                 rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8},
                                 **common)),
+        # attention_bias: biases on q, k, v and o.
+        "llama-bias": (t.LlamaForCausalLM,
+                       t.LlamaConfig(vocab_size=VOCAB, num_key_value_heads=2, max_position_embeddings=64,
+                                     tie_word_embeddings=False, attention_bias=True, **common)),
         # Qwen2: q/k/v biases, a tied head.
         "qwen2": (t.Qwen2ForCausalLM,
                   t.Qwen2Config(vocab_size=VOCAB, num_key_value_heads=2, max_position_embeddings=64,

@@ -47,7 +47,7 @@ json read_object(const std::string& path) {
 
 }  // namespace
 
-void read_special_ids(const std::string& dir, ModelTokenizer& tokenizer) {
+NamedSpecialIds read_special_ids(const std::string& dir, ModelTokenizer& tokenizer) {
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   const std::string model_config = dir + "/config.json";
   const json names = read_object(tokenizer_config);
@@ -56,13 +56,16 @@ void read_special_ids(const std::string& dir, ModelTokenizer& tokenizer) {
     const char* token_key;
     const char* id_key;
     void (ModelTokenizer::*set)(std::optional<int64_t>);
+    std::optional<int64_t> NamedSpecialIds::*named;
   };
-  for (const Special& s : {Special{"eos_token", "eos_token_id", &ModelTokenizer::set_eos_id},
-                           Special{"bos_token", "bos_token_id", &ModelTokenizer::set_bos_id}}) {
+  NamedSpecialIds named;
+  for (const Special& s : {Special{"eos_token", "eos_token_id", &ModelTokenizer::set_eos_id, &NamedSpecialIds::eos},
+                           Special{"bos_token", "bos_token_id", &ModelTokenizer::set_bos_id, &NamedSpecialIds::bos}}) {
     if (const auto token = named_token(names, s.token_key, tokenizer_config)) {
       const auto id = tokenizer.token_id(*token);
       if (!id) throw FormatError(tokenizer_config + ": " + s.token_key + " \"" + *token + "\" is not a token of the tokenizer");
       (tokenizer.*s.set)(id);
+      named.*s.named = id;
     } else if (const auto id = named_id(ids, s.id_key, model_config)) {
       if (*id < 0 || *id >= tokenizer.vocab_size()) {
         throw FormatError(model_config + ": " + s.id_key + " " + std::to_string(*id) + " is outside the vocabulary (size " +
@@ -71,6 +74,7 @@ void read_special_ids(const std::string& dir, ModelTokenizer& tokenizer) {
       (tokenizer.*s.set)(id);
     }
   }
+  return named;
 }
 
 }  // namespace actkit::text

@@ -16,6 +16,9 @@ class Reader {
   explicit Reader(std::string path) : path_(std::move(path)) {}
 
   [[noreturn]] void fail(const std::string& what) const { throw FormatError(path_ + ": " + what); }
+  // A well-formed file of a kind ACTkit does not read (load_tokenizer may
+  // read the folder's tokenizer.model instead).
+  [[noreturn]] void unsupported(const std::string& what) const { throw UnsupportedTokenizerJson(path_ + ": " + what); }
 
   const json* member(const json& object, const char* key) const {
     const auto it = object.find(key);
@@ -61,15 +64,15 @@ class Reader {
 
 void read_model(const Reader& r, const json& model, ByteLevelBpeSpec& spec) {
   const std::string type = r.type(model, "model");
-  if (type != "BPE") r.fail("model type " + type + " is not supported (a tokenizer.json must hold a byte-level BPE)");
+  if (type != "BPE") r.unsupported("model type " + type + " is not supported (a tokenizer.json must hold a byte-level BPE)");
   // Settings of other kinds of BPE, which a byte-level one leaves unset.
   if (const json* d = r.member(model, "dropout"); d != nullptr && !(d->is_number() && d->get<double>() == 0.0)) {
-    r.fail("model: BPE dropout " + d->dump() + " is not supported (encoding would be random)");
+    r.unsupported("model: BPE dropout " + d->dump() + " is not supported (encoding would be random)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json* v = r.member(model, key);
     if (v != nullptr && !(v->is_string() && v->get<std::string>().empty())) {
-      r.fail(std::string("model: ") + key + " " + v->dump() + " is not supported (not a byte-level BPE)");
+      r.unsupported(std::string("model: ") + key + " " + v->dump() + " is not supported (not a byte-level BPE)");
     }
   }
 
@@ -136,7 +139,7 @@ Normalization read_normalizer(const Reader& r, const json* normalizer) {
     }
     return n;
   }
-  r.fail("normalizer " + type + " is not supported (only NFC, or none)");
+  r.unsupported("normalizer " + type + " is not supported (only NFC, or none)");
 }
 
 void read_pre_tokenizer(const Reader& r, const json& p, std::vector<PreTokenizerStep>& steps) {
@@ -155,8 +158,8 @@ void read_pre_tokenizer(const Reader& r, const json& p, std::vector<PreTokenizer
       step.literal = true;
     }
     const std::string behavior = r.string(p, "behavior", "pre_tokenizer Split");
-    if (behavior != "Isolated") r.fail("pre_tokenizer: Split behavior " + behavior + " is not supported (only Isolated)");
-    if (r.flag(p, "invert", false, "pre_tokenizer Split")) r.fail("pre_tokenizer: Split with invert is not supported");
+    if (behavior != "Isolated") r.unsupported("pre_tokenizer: Split behavior " + behavior + " is not supported (only Isolated)");
+    if (r.flag(p, "invert", false, "pre_tokenizer Split")) r.unsupported("pre_tokenizer: Split with invert is not supported");
     steps.push_back(std::move(step));
   } else if (type == "ByteLevel") {
     PreTokenizerStep step;
@@ -165,7 +168,7 @@ void read_pre_tokenizer(const Reader& r, const json& p, std::vector<PreTokenizer
     step.use_regex = r.flag(p, "use_regex", true, "pre_tokenizer ByteLevel");
     steps.push_back(step);
   } else {
-    r.fail("pre_tokenizer " + type + " is not supported (only ByteLevel, Split and Sequence of them)");
+    r.unsupported("pre_tokenizer " + type + " is not supported (only ByteLevel, Split and Sequence of them)");
   }
 }
 
@@ -217,31 +220,32 @@ void read_added_tokens(const Reader& r, const json* list, ByteLevelBpeSpec& spec
 
 }  // namespace
 
-ByteLevelBpeSpec read_tokenizer_json(const std::string& path) {
-  const json doc = read_json_file(path);
+ByteLevelBpeSpec read_tokenizer_json(const std::string& path) { return read_tokenizer_json(read_json_file(path), path); }
+
+ByteLevelBpeSpec read_tokenizer_json(const json& doc, const std::string& path) {
   const Reader r(path);
   if (!doc.is_object()) r.fail("not a JSON object");
   ByteLevelBpeSpec spec;
   spec.source = path;
   if (const json* v = r.member(doc, "version"); v != nullptr && *v != "1.0") {
-    r.fail("version " + v->dump() + " is not supported (only \"1.0\")");
+    r.unsupported("version " + v->dump() + " is not supported (only \"1.0\")");
   }
   read_model(r, r.object(doc, "model", "the file"), spec);
   spec.normalization = read_normalizer(r, r.member(doc, "normalizer"));
 
   const json* pre = r.member(doc, "pre_tokenizer");
-  if (pre == nullptr) r.fail("pre_tokenizer null is not supported (not a byte-level BPE)");
+  if (pre == nullptr) r.unsupported("pre_tokenizer null is not supported (not a byte-level BPE)");
   read_pre_tokenizer(r, *pre, spec.pre_tokenizer);
   for (size_t i = 0; i < spec.pre_tokenizer.size(); ++i) {
     const bool byte_level = spec.pre_tokenizer[i].kind == PreTokenizerStep::Kind::kByteLevel;
     if (byte_level != (i + 1 == spec.pre_tokenizer.size())) {
-      r.fail("pre_tokenizer: not a byte-level BPE (ByteLevel must be its last step, and only there)");
+      r.unsupported("pre_tokenizer: not a byte-level BPE (ByteLevel must be its last step, and only there)");
     }
   }
 
   const json* decoder = r.member(doc, "decoder");
   const std::string decoder_type = decoder == nullptr ? "null" : r.type(*decoder, "decoder");
-  if (decoder_type != "ByteLevel") r.fail("decoder " + decoder_type + " is not supported (not a byte-level BPE)");
+  if (decoder_type != "ByteLevel") r.unsupported("decoder " + decoder_type + " is not supported (not a byte-level BPE)");
 
   read_added_tokens(r, r.member(doc, "added_tokens"), spec);
   return spec;

@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "actkit/core/errors.h"
 #include "bpe_model.h"
 #include "pre_tokenizer.h"
 
@@ -42,9 +45,23 @@ struct ByteLevelBpeSpec {
 // file says (the largest vocabularies in use have some 260 thousand).
 constexpr int64_t kMaxTokenId = (int64_t(1) << 24) - 1;
 
-// The byte-level BPE in the tokenizer.json at `path`. Throws FormatError
-// naming the file and what is wrong or unsupported (see load_tokenizer in
-// actkit/text/tokenizer.h), IoError when it cannot be read.
+// A tokenizer.json that is well-formed as far as it was read but of a kind
+// ACTkit does not read (another model, normalizer, pre-tokenizer or decoder
+// than a byte-level BPE's): the folder's tokenizer.model, where there is
+// one, describes the same tokenizer.
+class UnsupportedTokenizerJson : public FormatError {
+ public:
+  using FormatError::FormatError;
+};
+
+// The byte-level BPE in the tokenizer.json at `path`. Throws
+// UnsupportedTokenizerJson naming the file and what it found for a kind
+// ACTkit does not read, FormatError naming the file and what is wrong
+// otherwise (see load_tokenizer in actkit/text/tokenizer.h), IoError when it
+// cannot be read.
 ByteLevelBpeSpec read_tokenizer_json(const std::string& path);
+
+// The same from the document `doc` already read from `path`.
+ByteLevelBpeSpec read_tokenizer_json(const nlohmann::json& doc, const std::string& path);
 
 }  // namespace actkit::text

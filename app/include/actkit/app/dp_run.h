@@ -50,6 +50,7 @@ struct DpRunConfig {
   // text; `model` must be its zoo model and `shape` (but seq_len) is unused.
   std::string init;
   std::string save_hf;  // with `init`: rank 0 writes the trained model here as a Hugging Face folder
+  bool save_hf_over_init = false;  // save_hf may be `init` itself (its weights replaced)
   bool allow_non_finite = false;    // train on past a NaN or infinite loss
   LinkMode link = LinkMode::kProcess;
   LinkSpec egress;                  // each worker's link (rate 0 where tc shapes it)

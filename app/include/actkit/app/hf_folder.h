@@ -51,14 +51,21 @@ HfModelInfo read_hf_config(const std::string& dir);
 struct HfLoadReport {
   int64_t tensors = 0;               // zoo tensors filled from the folder
   std::vector<std::string> fresh;    // zoo tensors the folder has no value for (a bare model's head)
-  std::vector<std::string> ignored;  // folder tensors the zoo model does not use (buffers transformers rebuilds)
+  // Folder tensors the model has no use for by design, not read: buffers
+  // transformers rebuilds (rotary inv_freq, position_ids, GPT-2's attention
+  // masks), a tied head equal to the embedding, a bare ViTModel's pooler.
+  std::vector<std::string> ignored;
   std::string weights_file;          // the file (or index) read
 };
 
-// The zoo model of DIR with the folder's weights, in fp32 on the CPU.
-// Throws FormatError naming the file and the tensor for a missing tensor, a
-// shape that config.json does not make, or what the safetensors or
-// torch.save reader refuses.
+// The zoo model of DIR with the folder's weights, in fp32 on the CPU. Every
+// tensor of the folder is used or is one of HfLoadReport::ignored's kinds;
+// from safetensors only the tensors used are read, each from its own byte
+// range, after every name has been checked against the headers. Throws
+// FormatError naming the file and the tensor for a tensor the model does
+// not use (before any tensor data is read, for safetensors), a missing
+// tensor, a shape that config.json does not make, a tied head that differs
+// from the embedding, or what the safetensors or torch.save reader refuses.
 std::shared_ptr<ZooModel> load_hf_model(const std::string& dir, HfModelInfo* info = nullptr,
                                         HfLoadReport* report = nullptr);
 
@@ -72,10 +79,15 @@ std::map<std::string, at::Tensor> hf_named(const HfModelInfo& info, const std::m
 // Writes `model` (built by load_hf_model from `source_dir`, trained since,
 // possibly converted) to the folder `out` as transformers reads it:
 // config.json (the source's, dtype float32), model.safetensors (fp32, the
-// family's own names and layouts; tensors of the source the zoo does not
-// use are carried over unchanged), and the source's tokenizer and
+// family's own names and layouts; the source's tensors the zoo does not
+// hold, BERT's token types and a bare ViTModel's pooler, are carried over
+// unchanged), and the source's tokenizer and
 // generation files copied. Every file is written atomically; `out` is
-// created if missing. Throws IoError naming the file.
-void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::string& out);
+// created if missing. `out` must be new, empty or a folder ACTkit wrote
+// (whose files of an earlier save this one does not write are removed),
+// or `source_dir` itself with `replace_source` (app/hf_output.h). Throws
+// InvalidInput for any other `out`, IoError naming the file.
+void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::string& out,
+                    bool replace_source = false);
 
 }  // namespace actkit::app

@@ -43,6 +43,7 @@ struct PipelineRunConfig {
   // With a Hugging Face folder as `init` and `save`: rank 0 writes the
   // trained model (read back from the saved checkpoint) here as one.
   std::string save_hf;
+  bool save_hf_over_init = false;  // save_hf may be `init` itself (its weights replaced)
   int64_t save_every = 0;  // also checkpoint every N steps
   double aqsgd_warmup_epochs = 1;  // aqsgd: epochs sent in full precision
   // pipeline.replicas > 1: the optimizer across the replicas of a stage

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,11 @@ struct ProcessResult {
   // first), and whether the group killed it after another had failed.
   int end_order = 0;
   bool killed_by_group = false;
+  // run_processes with a private TMPDIR: the error the process noted on
+  // its way out (note_error), and when that error was raised (ns since the
+  // epoch); empty and 0 when it noted none.
+  std::string error;
+  int64_t error_raised_ns = 0;
   bool succeeded() const { return exit_status == 0; }
 };
 
@@ -72,6 +78,19 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs, 
 // (PR_SET_PDEATHSIG), and it ends at once if the parent is already gone.
 // So ranks never outlive their launcher. Without the variable, nothing.
 void end_with_parent();
+
+// For a program run_processes may have started: on its way out with an
+// error, notes it (the message, and when it was raised) where its group's
+// launcher finds it (the file ACTKIT_ERROR_NOTE names; nothing without it).
+// Best effort: a note that cannot be written leaves the launcher the order
+// in which processes ended.
+void note_error(const std::string& message, std::chrono::system_clock::time_point raised_at) noexcept;
+
+// The index of the failed process of a group whose error came first: by
+// the time the noted errors were raised (a noted one before any unnoted),
+// else by the order they ended; -1 when none failed. The others have often
+// failed only because it did (a peer gone).
+int first_failure(const std::vector<ProcessResult>& results);
 
 // Whether `program` is an executable file in PATH (or at that path).
 bool program_in_path(const std::string& program);

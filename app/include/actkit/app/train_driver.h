@@ -37,6 +37,7 @@ struct TrainConfig {
   std::string init;
   std::string save;    // write the trained weights here (torch.save state dict)
   std::string save_hf; // with `init`: write the trained model here as a Hugging Face folder
+  bool save_hf_over_init = false;  // save_hf may be `init` itself (its weights replaced)
   std::string resume;  // start from these weights (a state dict; the optimizer starts afresh)
 };
 

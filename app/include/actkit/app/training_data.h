@@ -34,6 +34,10 @@ enum class DataSet {
   kSynthetic,     // images whose class is a random linear function of the pixels, or random tokens
 };
 const char* to_string(DataSet set);  // "fashion-mnist", "fortunes", "synthetic"
+// What a run trains on, for its banner: to_string(set) for the package's
+// data; with a --data-path, the path ("the text of PATH", "fashion-mnist
+// from PATH").
+std::string describe_data(DataSet set, const std::string& path);
 // Throws InvalidInput naming the accepted values.
 DataSet parse_data_set(const std::string& name);
 

@@ -7,7 +7,9 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace actkit {
 
@@ -28,6 +30,25 @@ namespace actkit {
 std::map<std::string, at::Tensor> read_safetensors(const std::string& path,
                                                    std::map<std::string, std::string>* metadata = nullptr);
 
+// What a header says of one tensor.
+struct SafetensorsEntry {
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> shape;
+  std::string file;  // the file that holds it (in a folder, its shard)
+};
+
+// The tensors of the .safetensors file at `path`, by name, from its header
+// alone: no tensor's bytes are read. Checks the header and throws as
+// read_safetensors does (all but the BOOL bytes, which are data).
+std::map<std::string, SafetensorsEntry> read_safetensors_header(const std::string& path);
+
+// The tensors `names` of the .safetensors file at `path`, reading only their
+// byte ranges (each straight into its tensor), so that a file's other
+// tensors cost nothing however large. Checks and throws as read_safetensors
+// (the whole header is checked), and FormatError naming the file and the
+// tensor for a name the file does not hold.
+std::map<std::string, at::Tensor> read_safetensors(const std::string& path, const std::set<std::string>& names);
+
 // A model folder's tensors: DIR/model.safetensors when it exists, else the
 // shards listed by DIR/model.safetensors.index.json ({"metadata": {...},
 // "weight_map": {tensor: shard file}}). Every shard the map names is read,
@@ -38,6 +59,18 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path,
 // the file and tensor for what read_safetensors refuses or the index
 // contradicts; IoError when DIR holds neither file or one cannot be read.
 std::map<std::string, at::Tensor> read_safetensors_folder(const std::string& dir);
+
+// The tensors of a model folder (as read_safetensors_folder finds and checks
+// them: the single file, else the index and every shard it names), from the
+// headers alone; each entry names the file holding it. Throws as
+// read_safetensors_folder.
+std::map<std::string, SafetensorsEntry> read_safetensors_folder_header(const std::string& dir);
+
+// The tensors `names` of a model folder, each read from its file's own byte
+// range alone (shards holding none of them are not opened past their
+// header). Throws as read_safetensors_folder, and FormatError naming the
+// folder's file for a name it does not hold.
+std::map<std::string, at::Tensor> read_safetensors_folder(const std::string& dir, const std::set<std::string>& names);
 
 // Writes `tensors` (any dtype above, any device or strides: copied
 // contiguous to the CPU) to `path` atomically (files::write_file_atomic:

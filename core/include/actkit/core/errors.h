@@ -2,6 +2,7 @@
 // these it throws; all derive from actkit::Error (a std::runtime_error).
 #pragma once
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -9,7 +10,14 @@ namespace actkit {
 
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const char* what) : std::runtime_error(what) {}
+  // When it was made: a rank's launcher names the rank whose error came
+  // first by this, not by which rank ended first.
+  std::chrono::system_clock::time_point raised_at() const { return raised_at_; }
+
+ private:
+  std::chrono::system_clock::time_point raised_at_ = std::chrono::system_clock::now();
 };
 
 // A caller passed something the function cannot work on: wrong dtype or

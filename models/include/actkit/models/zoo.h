@@ -64,7 +64,8 @@ struct ModelOptions {
   double rope_theta = 10000;   // rotary base
   RopeScaling rope_scaling;    // none, or Llama 3.1's long-context rescaling
   bool tie_embeddings = true;  // the output projection is the token embedding (no lm_head.weight)
-  bool attention_bias = false; // Qwen2: q/k/v projections have biases (o_proj never)
+  bool attention_bias = false; // q/k/v projections have biases (Qwen2; Llama's attention_bias)
+  bool output_bias = false;    // o_proj has a bias too (Llama's attention_bias; never Qwen2's)
 };
 
 // One piece of a model cut for pipeline parallelism. Running a model's

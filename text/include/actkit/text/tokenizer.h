@@ -26,12 +26,18 @@ class Tokenizer {
 
   // The ids of `utf8`. No BOS or EOS is ever added: a tokenizer.json's
   // post-processor (TemplateProcessing, ByteLevel) is not applied, as with
-  // add_special_tokens=False; callers that want BOS/EOS add bos_id() and
-  // eos_id() themselves. Added tokens (special ones included) written in the
+  // add_special_tokens=False; encode_with_special_tokens() applies it. Added tokens (special ones included) written in the
   // text are matched whole, before any other splitting, as the tokenizers
   // package matches them. Throws InvalidInput when `utf8` is not valid
   // UTF-8.
   virtual std::vector<int64_t> encode(const std::string& utf8) const = 0;
+
+  // The ids transformers' tokenizer of the folder gives `utf8`
+  // (`tokenizer(text)["input_ids"]`, add_special_tokens=True): encode()'s,
+  // with the special tokens the folder's own settings put around one text
+  // (see load_tokenizer), a BOS most often. A text that already starts
+  // with BOS gets a second one, as in transformers. Throws as encode().
+  virtual std::vector<int64_t> encode_with_special_tokens(const std::string& utf8) const = 0;
 
   // The text of `ids`, special tokens included (written as their content).
   // Byte sequences that are not valid UTF-8 (an id sequence cut inside a
@@ -56,16 +62,32 @@ class Tokenizer {
 // The tokenizer of the Hugging Face model folder `dir`: DIR/tokenizer.json
 // (a byte-level BPE) when present, else DIR/tokenizer.model (SentencePiece).
 //
+// When DIR holds both files and the tokenizer.json is of a kind ACTkit does
+// not read (Llama 2's Metaspace BPE, a Unigram), DIR/tokenizer.model is
+// read instead: the two describe one tokenizer.
+//
 // EOS and BOS: the "eos_token" / "bos_token" of DIR/tokenizer_config.json (a
 // string or {"content": ...}, looked up among the tokenizer's tokens) when it
 // names one; else "eos_token_id" / "bos_token_id" of DIR/config.json (a
 // number, or a list whose first entry is taken); else, for SentencePiece, the
 // model's own (none where the model disables it).
 //
+// The special tokens around one text (encode_with_special_tokens), by
+// transformers' rule (5.x, TokenizersBackend): with a tokenizer.json, its
+// "post_processor" alone decides (tokenizer_config.json's add_bos_token and
+// add_eos_token are not read then): null or ByteLevel adds none; a
+// TemplateProcessing adds the special tokens of its "single" template before
+// and after $A, with the ids of its own table; BertProcessing and
+// RobertaProcessing add cls before and sep after; a Sequence applies each
+// in turn. Without a tokenizer.json, tokenizer_config.json's add_bos_token
+// and add_eos_token (both false when absent) add its bos_token and
+// eos_token (the SentencePiece model's own when it names none).
+//
 // Throws FormatError naming the file for a missing, oversized (over
 // 512 MiB), malformed or unsupported tokenizer: a tokenizer.json whose model
 // is not BPE or whose pre-tokenizer or decoder is not byte-level (the message
-// names what it found), a merge whose parts or result are not in the
+// names what it found) with no tokenizer.model beside it, a post_processor
+// of another type or malformed, a merge whose parts or result are not in the
 // vocabulary, ids that repeat or are out of range; FormatError naming `dir`
 // when it holds neither file; FormatError naming the config file when it is
 // malformed or names a token or id the tokenizer lacks. IoError when a file
