@@ -604,7 +604,9 @@ class Suite:
                             ctx.ranks[kid] = r
                             ctx.pid_of_rank[r] = kid
                         seen.add(kid)
-                events = inotify.read() if inotify else []
+                # ACTkit's ownership markers (.actkit-step, .actkit-checkpoints)
+                # are no part of a checkpoint's files: faults aim at those.
+                events = [e for e in inotify.read() if not e[1].startswith(".actkit-")] if inotify else []
                 for mask, name in events:
                     run.files.note(mask, name)
                 if trigger and not trigger.fired and trigger.when[0] == "step":
