@@ -13,6 +13,7 @@
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/hf_folder.h"
 #include "actkit/app/level_switches.h"
+#include "actkit/app/memory_floor.h"
 #include "actkit/app/train_step.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/converters/archive_check.h"
@@ -97,6 +98,10 @@ void DpRunConfig::validate() const {
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InvalidInput("dp: --weight-decay: finite and >= 0");
   if (egress.bits_per_second < 0 || egress.latency_seconds < 0) throw InvalidInput("dp: a negative link rate or latency");
   optim::warmup_steps(optimizer, warmup_steps, warmup_fraction, 1);  // range checks
+  // Every worker on this machine holds a step of its own batch.
+  const ModelOptions options = init.empty() ? training_model_options(model, shape) : read_hf_config(init).options;
+  const int64_t length = is_language_model(model) ? shape.seq_len : options.image_size;
+  check_fits_machine(c10::str("dp --batch ", batch), step_memory_floor(model, options, batch, length));
 }
 
 DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callbacks) {
