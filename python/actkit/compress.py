@@ -1,0 +1,118 @@
+"""actkit.compress(module): the activations autograd saves while `module`
+runs are kept compressed until backward needs them.
+
+Mechanism: the module's forward runs under torch.autograd.graph's
+saved_tensors_hooks; the pack hook hands each saved floating-point tensor
+to torch.ops.actkit.pack (the C++ per-group codec), the unpack hook decodes
+it when backward reads it. Parameters and buffers (and views of them) are
+never packed, nor integer or boolean tensors, nor tensors smaller than a
+group. Each pack draws its stochastic-rounding seed from torch's default
+generator, so torch.manual_seed makes a run reproducible and every step
+draws fresh noise.
+"""
+
+import torch
+
+from . import _ops
+from .levels import parse_level
+
+_STATE = "_actkit_state"
+
+
+class _State:
+    def __init__(self, level, forward, own_forward):
+        self.level = level
+        self.forward = forward          # what the module ran before compress()
+        self.own_forward = own_forward  # a forward set on the instance itself, restored by decompress()
+        self.packed_bytes = 0   # bytes of every payload packed so far
+        self.saved_bytes = 0    # bytes the packed tensors held before packing
+        self.storages = set()   # storages of the module's parameters and buffers, refreshed per forward
+
+
+def _storage_of(t):
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (a subclass, a meta tensor)
+        return None
+
+
+def _packable(t, state):
+    if not t.is_floating_point() or t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return False
+    if t.dim() == 0 or t.numel() < state.level.group_size or t.device.type not in ("cpu", "cuda"):
+        return False
+    if type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+        return False  # subclasses (DTensor, fake tensors) keep their own semantics
+    return _storage_of(t) not in state.storages
+
+
+def _hooks(state):
+    level = state.level
+
+    def pack(t):
+        if not _packable(t, state):
+            return t
+        seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+        payload = _ops.ops.pack(t.detach(), level.bits, level.group_size, seed, [])
+        state.packed_bytes += payload.numel()
+        state.saved_bytes += t.numel() * t.element_size()
+        return (payload, tuple(t.shape), t.dtype, level.bits, level.group_size)
+
+    def unpack(packed):
+        if isinstance(packed, torch.Tensor):
+            return packed
+        payload, shape, dtype, bits, group = packed
+        return _ops.ops.unpack(payload, list(shape), dtype, bits, group, [])
+
+    return pack, unpack
+
+
+def compress(module, level="L2", *, bits=None, group_size=None):
+    """Compresses the activations autograd saves while `module` runs, from its
+    next forward on; returns `module` (the same object). `level`: "L0", "L1"
+    (4 bits) or "L2" (2 bits); `bits` and `group_size` override the preset.
+    Nothing else of the training loop changes: parameters, state_dict, the
+    optimizer. Raises TypeError for a non-Module, ValueError for a bad level
+    or override, NotImplementedError for a level the Python front does not
+    run yet, RuntimeError if `module` is already compressed."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError("actkit.compress: expected a torch.nn.Module, got %s" % type(module).__name__)
+    if _STATE in module.__dict__:
+        raise RuntimeError("actkit.compress: the module is already compressed (actkit.decompress first)")
+    lvl = parse_level(level, bits, group_size)
+    forward = module.forward
+    state = _State(lvl, forward, module.__dict__.get("forward"))
+    if lvl.bits == 0:
+        module.__dict__[_STATE] = state
+        return module
+    pack, unpack = _hooks(state)
+
+    def compressed_forward(*args, **kwargs):
+        state.storages = {_storage_of(p) for p in module.parameters()} | {_storage_of(b) for b in module.buffers()}
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            return forward(*args, **kwargs)
+
+    module.__dict__[_STATE] = state
+    module.forward = compressed_forward
+    return module
+
+
+def decompress(module):
+    """Undoes compress(): the module's own forward again. Returns `module`.
+    Tensors saved by a forward before this stay packed until their backward."""
+    state = module.__dict__.pop(_STATE, None)
+    if state is None:
+        raise RuntimeError("actkit.decompress: the module is not compressed")
+    if state.own_forward is not None:
+        module.__dict__["forward"] = state.own_forward
+    else:
+        module.__dict__.pop("forward", None)
+    return module
+
+
+def stats(module):
+    """What compress() packed so far: {"level", "packed_bytes", "saved_bytes"}."""
+    state = module.__dict__.get(_STATE)
+    if state is None:
+        raise RuntimeError("actkit.stats: the module is not compressed")
+    return {"level": state.level.name, "packed_bytes": state.packed_bytes, "saved_bytes": state.saved_bytes}

@@ -1,0 +1,134 @@
+"""actkit.compress on real modules: properties that fail on a wrong
+implementation (bit-identical L0, unbiased L1/L2 gradients with the spread
+the quantizer gives, packed bytes as the codec's format says)."""
+
+import copy
+import math
+
+import pytest
+import torch
+
+import actkit
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.Linear(128, 32))
+
+
+def grads(model, x, level=None, seed=1):
+    m = copy.deepcopy(model)
+    if level is not None:
+        actkit.compress(m, level)
+    torch.manual_seed(seed)
+    out = m(x)
+    (out * torch.linspace(-1, 1, out.shape[-1])).sum().backward()
+    return torch.cat([p.grad.flatten() for p in m.parameters()]), m
+
+
+def test_l0_gradients_are_bit_identical():
+    model, x = mlp(), torch.randn(16, 64)
+    plain, _ = grads(model, x)
+    l0, m = grads(model, x, "L0")
+    assert torch.equal(plain, l0)
+    assert actkit.stats(m)["packed_bytes"] == 0
+
+
+@pytest.mark.parametrize("level,bits", [("L1", 4), ("L2", 2)])
+def test_gradients_are_unbiased_with_the_quantizers_spread(level, bits):
+    # Every saved tensor here enters the gradient linearly (a linear layer's
+    # input), so stochastic rounding leaves the gradient unbiased: the mean
+    # over K seeds approaches L0's as 1/sqrt(K).
+    model, x = mlp(), torch.randn(16, 64)
+    exact, _ = grads(model, x)
+    samples = torch.stack([grads(model, x, level, seed)[0] for seed in range(64)])
+    err = samples - exact
+    sd = err.std(0)
+    assert sd.max() > 0, "the gradients carry no rounding noise: nothing was packed"
+    # The mean's error against its standard error: |z| beyond 5 almost never by chance.
+    z = err.mean(0) / (sd / math.sqrt(samples.shape[0]) + 1e-12)
+    assert (z.abs() > 5).float().mean() < 0.005, "the gradient is biased"
+    # Fewer bits, more spread: 2-bit noise about 5x the 4-bit's (a step of
+    # range/3 against range/15).
+    spread = err.pow(2).mean().sqrt() / exact.pow(2).mean().sqrt()
+    assert (0.002 if bits == 4 else 0.01) < spread < (0.2 if bits == 4 else 1.0)
+
+
+def test_packed_bytes_follow_the_format():
+    model, x = mlp(), torch.randn(16, 64)
+    _, m = grads(model, x, "L2")
+    s = actkit.stats(m)
+    # Saved: the input (16x64) and the hidden activations (16x128), fp32.
+    assert s["saved_bytes"] == (16 * 64 + 16 * 128) * 4
+    expected = actkit.ops.packed_bytes([16, 64], 2, 256, []) + actkit.ops.packed_bytes([16, 128], 2, 256, [])
+    assert s["packed_bytes"] == expected
+    assert s["saved_bytes"] / s["packed_bytes"] > 10
+
+
+def test_pack_and_unpack_round_trip_within_a_step():
+    torch.manual_seed(3)
+    x = torch.randn(4, 512)
+    payload = actkit.ops.pack(x, 8, 256, 7, [])
+    y = actkit.ops.unpack(payload, [4, 512], torch.float32, 8, 256, [])
+    groups = x.view(-1, 256)
+    step = (groups.max(1).values - groups.min(1).values) / 255
+    assert ((y - x).view(-1, 256).abs() <= step[:, None] * 1.01 + 1e-6).all()
+    # The same seed gives the same bytes; another seed other bytes.
+    assert torch.equal(payload, actkit.ops.pack(x, 8, 256, 7, []))
+    assert not torch.equal(payload, actkit.ops.pack(x, 8, 256, 8, []))
+
+
+def test_a_run_is_reproducible_under_manual_seed():
+    model, x = mlp(), torch.randn(16, 64)
+    a, _ = grads(model, x, "L2", seed=5)
+    b, _ = grads(model, x, "L2", seed=5)
+    c, _ = grads(model, x, "L2", seed=6)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+
+
+def test_parameters_state_dict_and_decompress():
+    model = mlp()
+    before = copy.deepcopy(model.state_dict())
+    m = actkit.compress(model, "L1")
+    assert m is model
+    assert model.state_dict().keys() == before.keys()
+    with pytest.raises(RuntimeError):
+        actkit.compress(model, "L2")
+    actkit.decompress(model)
+    x = torch.randn(2, 64)
+    assert torch.equal(model(x), mlp()(x))
+    with pytest.raises(RuntimeError):
+        actkit.decompress(model)
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(TypeError):
+        actkit.compress("not a module")
+    with pytest.raises(ValueError):
+        actkit.compress(mlp(), "L9")
+    with pytest.raises(ValueError):
+        actkit.compress(mlp(), "L2", bits=9)
+    with pytest.raises(ValueError):
+        actkit.compress(mlp(), "L2", group_size=12)
+    with pytest.raises(NotImplementedError):
+        actkit.compress(mlp(), "L3")
+    with pytest.raises(RuntimeError, match="actkit"):
+        actkit.ops.pack(torch.randn(4, 256), 9, 256, 0, [])
+
+
+def test_bf16_autocast_and_a_convolutional_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(8 * 16 * 16, 10))
+    actkit.compress(model, "L2")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+    for _ in range(2):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert actkit.stats(model)["packed_bytes"] > 0
