@@ -24,6 +24,7 @@ declare -A allowed=(
   [app]="app text pipeline optim comm models converters layers allocator swap core kernels"
   [bench]="bench app text pipeline optim comm models converters layers allocator swap core kernels"
   [cli]="cli text pipeline optim comm bench app models converters layers allocator swap core kernels"
+  [python]="python text pipeline optim comm bench app models converters layers allocator swap core kernels"
 )
 
 status=0

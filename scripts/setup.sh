@@ -6,7 +6,8 @@
 #                        wheel             PyPI's torch 2.15.0 (the CUDA build; runs on CPUs too),
 #                                          installed into .venv/ (this checkout's own virtual
 #                                          environment, never the system Python); builds into
-#                                          build-wheel/ with the CUDA kernels and NCCL
+#                                          build-wheel/ with the CUDA kernels and NCCL; and
+#                                          installs the Python package actkit into .venv/
 #   ACTKIT_BUILD_DIR   build folder (default: build, or build-wheel for the wheel)
 #   ACTKIT_TARGETS     what to build (default: actkit_cli, the tool and its library; "all": the
 #                      tests and benchmarks too, as scripts/test.sh does)
@@ -37,6 +38,8 @@ torchvision_wheel=torchvision==0.29.2
 # models, save_pretrained folders, tokenizers' own ids); transformers reads a
 # tokenizer.model with protobuf.
 hf_wheels=(transformers==5.23.0 tokenizers==0.23.3 safetensors==0.8.0 sentencepiece==0.2.3 protobuf==7.36.2)
+# What pip builds the Python package (python/, pyproject.toml) with, and its tests run under.
+python_wheels=(scikit-build-core==1.1.2 pytest==9.2.0)
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
@@ -83,6 +86,19 @@ install_wheels() {
     echo "setup: installing ${hf_wheels[*]} into $venv"
     "$venv/bin/pip" install --disable-pip-version-check --no-input -q "${hf_wheels[@]}"
   fi
+  if ! "$venv/bin/python" -c "import scikit_build_core, pytest" 2>/dev/null; then
+    echo "setup: installing ${python_wheels[*]} into $venv"
+    "$venv/bin/pip" install --disable-pip-version-check --no-input -q "${python_wheels[@]}"
+  fi
+}
+
+# The Python package `actkit` into .venv, built by pip through
+# scikit-build-core against .venv's torch (build folder: build-python/).
+install_python_package() {
+  echo "setup: installing the Python package actkit into $venv"
+  CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache" \
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    "$venv/bin/pip" install --disable-pip-version-check --no-input --no-build-isolation --no-deps -q .
 }
 
 # build: configures and builds ACTKIT_TARGETS in the build folder.
@@ -127,3 +143,6 @@ if [ "$phase" != build ]; then
   [ "$torch_kind" = debian ] || install_wheels
 fi
 [ "$phase" = install ] || build
+if [ "$phase" != install ] && [ "$torch_kind" = wheel ]; then
+  install_python_package
+fi

@@ -448,6 +448,12 @@ for world in $worlds; do
     sanitizers
   fi
 
+  if [ "$world" = wheel ]; then
+    # setup.sh's build installed it into .venv (pip, scikit-build-core).
+    step "[$world] the Python package: actkit.compress on real modules (pytest)"
+    (cd "$root/python/tests" && "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider .)
+  fi
+
   step "[$world] downstream project against the installed package"
   downstream "$b" "$prefix"
 

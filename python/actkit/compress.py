@@ -5,8 +5,8 @@ Mechanism: the module's forward runs under torch.autograd.graph's
 saved_tensors_hooks; the pack hook hands each saved floating-point tensor
 to torch.ops.actkit.pack (the C++ per-group codec), the unpack hook decodes
 it when backward reads it. Parameters and buffers (and views of them) are
-never packed, nor integer or boolean tensors, nor tensors smaller than a
-group. Each pack draws its stochastic-rounding seed from torch's default
+never packed, nor integer or boolean tensors, nor tensors of rank 0 or 1
+(per-channel statistics), nor tensors smaller than a group. Each pack draws its stochastic-rounding seed from torch's default
 generator, so torch.manual_seed makes a run reproducible and every step
 draws fresh noise.
 """
@@ -39,7 +39,10 @@ def _storage_of(t):
 def _packable(t, state):
     if not t.is_floating_point() or t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return False
-    if t.dim() == 0 or t.numel() < state.level.group_size or t.device.type not in ("cpu", "cuda"):
+    # Rank 0 and 1: per-channel statistics (BatchNorm's mean and inverse
+    # deviation), scales, masks' counts: small, and an error in them scales
+    # every value of a channel.
+    if t.dim() < 2 or t.numel() < state.level.group_size or t.device.type not in ("cpu", "cuda"):
         return False
     if type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
         return False  # subclasses (DTensor, fake tensors) keep their own semantics
