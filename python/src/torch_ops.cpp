@@ -6,8 +6,10 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
@@ -81,6 +83,35 @@ int64_t packed_bytes(c10::IntArrayRef shape, int64_t bits, int64_t group_size, c
   });
 }
 
+// The CPU tracking allocator (allocator/tracking_allocator.h), installed
+// while a Python `actkit.memory.track()` block runs: LibTorch's CPU
+// allocations go through it and are counted.
+std::unique_ptr<actkit::ScopedCpuTracking>& tracking() {
+  static std::unique_ptr<actkit::ScopedCpuTracking> scope;
+  return scope;
+}
+
+// Starts (on) or stops counting CPU allocations; starting resets the peak
+// to the bytes held now. Starting twice is an error (one measurement at a time).
+void memory_track(bool on) {
+  auto& scope = tracking();
+  if (on) {
+    TORCH_CHECK(!scope, "actkit.memory.track: a measurement is already running in this process");
+    scope = std::make_unique<actkit::ScopedCpuTracking>();
+    scope->tracker().reset_peak();
+  } else {
+    scope.reset();
+  }
+}
+
+// Bytes held now, and the most held since tracking started, by the blocks
+// the tracking allocator handed out (those allocated before it was
+// installed are not counted).
+std::vector<int64_t> memory_bytes() {
+  const actkit::TrackingAllocator& t = actkit::TrackingAllocator::cpu();
+  return {t.current_bytes(), t.peak_bytes()};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(actkit, m) {
@@ -88,4 +119,6 @@ TORCH_LIBRARY(actkit, m) {
   m.def("unpack(Tensor payload, int[] shape, ScalarType dtype, int bits, int group_size, int[] sample_bits) -> Tensor",
         &unpack);
   m.def("packed_bytes(int[] shape, int bits, int group_size, int[] sample_bits) -> int", &packed_bytes);
+  m.def("memory_track(bool on) -> ()", &memory_track);
+  m.def("memory_bytes() -> int[]", &memory_bytes);
 }

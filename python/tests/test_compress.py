@@ -132,3 +132,34 @@ def test_bf16_autocast_and_a_convolutional_model():
         opt.step()
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert actkit.stats(model)["packed_bytes"] > 0
+
+
+def test_memory_tracking_counts_what_a_block_allocates():
+    with actkit.memory.track() as t:
+        a = torch.empty(1 << 20, dtype=torch.uint8)
+        b = torch.empty(1 << 19, dtype=torch.uint8)
+        del b
+    assert t.peak_bytes >= (1 << 20) + (1 << 19)
+    assert (1 << 20) <= t.end_bytes < (1 << 20) + (1 << 19)
+    del a
+    with pytest.raises(RuntimeError):
+        with actkit.memory.track():
+            with actkit.memory.track():
+                pass
+
+
+def test_l2_holds_less_activation_memory_than_plain():
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.GELU()) for _ in range(4)])
+    x = torch.randn(64, 512)
+
+    def held(m):
+        with actkit.memory.track() as t:
+            loss = m(x).sum()
+        held_bytes = t.end_bytes
+        loss.backward()
+        return held_bytes
+
+    plain = held(model)
+    actkit.compress(model, "L2")
+    packed = held(model)
+    assert packed * 5 < plain, (plain, packed)
