@@ -104,6 +104,23 @@ TEST(PayloadDigests, PerGroupIsPinned) {
   EXPECT_EQ(d.hex(), "99c25a25e01da673");
 }
 
+// What python/tests/test_compress.py pins too, through torch.ops.actkit.pack:
+// the payloads alone (no serialized header), so equal digests mean the
+// Python front and the C++ levels write the same bytes for one tensor and seed.
+TEST(PayloadDigests, ThePythonFrontsPayloadsArePinned) {
+  Digest d;
+  const at::Tensor x = activations(24, 300, 7);
+  for (int bits : {2, 4}) {
+    PerGroupOptions o;
+    o.bits = bits;
+    o.group_size = 64;
+    o.seed = 1000 + uint64_t(bits);
+    o.non_finite = NonFinitePolicy::kPropagate;
+    d.fold(encode_per_group(x, o).payload());
+  }
+  EXPECT_EQ(d.hex(), "b7f7ebdc41aa2fef");
+}
+
 // Folds DirectQ's payload and decode of each input, at 2, 3, 4 and 8 bits,
 // per tensor and per channel, nearest and stochastic, on `grid`.
 void fold_directq(Digest& d, const std::vector<at::Tensor>& inputs, kernels::DirectQGrid grid) {

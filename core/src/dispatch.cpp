@@ -38,8 +38,8 @@ void check_device(const at::Tensor& t, const char* what) {
 }
 
 at::Tensor allocate_payload(const CompressedMeta& meta, at::Device device) {
-  const int64_t bytes = (meta.payload_bytes() + kPayloadPad - 1) / kPayloadPad * kPayloadPad;
-  return at::zeros({bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+  static_assert(kPayloadPad == 8, "CompressedMeta::allocated_bytes rounds to 8");
+  return at::zeros({meta.allocated_bytes()}, at::TensorOptions().dtype(at::kByte).device(device));
 }
 
 }  // namespace actkit::detail

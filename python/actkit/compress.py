@@ -6,12 +6,14 @@ saved_tensors_hooks; the pack hook hands each saved floating-point tensor
 to torch.ops.actkit.pack (the C++ per-group codec), the unpack hook decodes
 it when backward reads it. Parameters and buffers (and views of them) are
 never packed, nor integer or boolean tensors, nor tensors of rank 0 or 1
-(per-channel statistics), nor tensors smaller than a group. Each pack draws its stochastic-rounding seed from torch's default
-generator, so torch.manual_seed makes a run reproducible and every step
-draws fresh noise.
+(per-channel statistics), nor tensors smaller than a group. A tensor saved
+twice in one forward is packed once. Each pack draws its stochastic-rounding
+seed from torch's default generator, so torch.manual_seed makes a run
+reproducible and every step draws fresh noise.
 """
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from . import _ops
 from .levels import parse_level
@@ -27,6 +29,7 @@ class _State:
         self.packed_bytes = 0   # bytes of every payload packed so far
         self.saved_bytes = 0    # bytes the packed tensors held before packing
         self.storages = set()   # storages of the module's parameters and buffers, refreshed per forward
+        self.packed = WeakIdKeyDictionary()  # tensor -> (version, packed) of this forward
 
 
 def _storage_of(t):
@@ -55,11 +58,19 @@ def _hooks(state):
     def pack(t):
         if not _packable(t, state):
             return t
-        seed = int(torch.randint(0, 2 ** 62, (1,)).item())
-        payload = _ops.ops.pack(t.detach(), level.bits, level.group_size, seed, [])
+        # One tensor saved by two ops (a ReLU's output and the next
+        # convolution's input) is packed once: keyed by the tensor itself
+        # (weakly: the entry goes with it) and its version (an in-place
+        # change since is another value).
+        hit = state.packed.get(t)
+        if hit is not None and hit[0] == t._version:
+            return hit[1]
+        payload = _ops.ops.pack(t.detach(), level.bits, level.group_size, _ops.seed(), [])
         state.packed_bytes += payload.numel()
         state.saved_bytes += t.numel() * t.element_size()
-        return (payload, tuple(t.shape), t.dtype, level.bits, level.group_size)
+        packed = (payload, tuple(t.shape), t.dtype, level.bits, level.group_size)
+        state.packed[t] = (t._version, packed)
+        return packed
 
     def unpack(packed):
         if isinstance(packed, torch.Tensor):
@@ -92,6 +103,7 @@ def compress(module, level="L2", *, bits=None, group_size=None):
 
     def compressed_forward(*args, **kwargs):
         state.storages = {_storage_of(p) for p in module.parameters()} | {_storage_of(b) for b in module.buffers()}
+        state.packed = WeakIdKeyDictionary()
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             return forward(*args, **kwargs)
 

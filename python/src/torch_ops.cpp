@@ -31,13 +31,17 @@ auto translated(F&& f) -> decltype(f()) {
 // drawn from `seed`: the payload (uint8, on x's device), metadata first.
 // `sample_bits`, when not empty, gives each sample its own bits (mixed
 // precision) and `bits` is ignored.
-at::Tensor pack(const at::Tensor& x, int64_t bits, int64_t group_size, int64_t seed,
+// `seed` is a one-element int64 tensor on the CPU, so that a compiled graph
+// draws it afresh each call (torch.randint) instead of baking a constant in.
+at::Tensor pack(const at::Tensor& x, int64_t bits, int64_t group_size, const at::Tensor& seed,
                 c10::IntArrayRef sample_bits) {
+  TORCH_CHECK(seed.numel() == 1 && seed.device().is_cpu() && seed.scalar_type() == at::kLong,
+              "actkit.pack: the seed is a one-element int64 CPU tensor");
   return translated([&] {
     actkit::PerGroupOptions o;
     o.bits = int(bits);
     o.group_size = int(group_size);
-    o.seed = uint64_t(seed);
+    o.seed = uint64_t(seed.item<int64_t>());
     o.non_finite = actkit::NonFinitePolicy::kPropagate;  // a NaN decodes to NaN, as fp32 would carry it
     for (int64_t b : sample_bits) {
       TORCH_CHECK(b >= 1 && b <= 8, "actkit.pack: sample bits must be in 1..8, got ", b);
@@ -66,7 +70,8 @@ at::Tensor unpack(const at::Tensor& payload, c10::IntArrayRef shape, at::ScalarT
   });
 }
 
-// Bytes a pack() of `shape` takes (metadata and codes), without packing.
+// Bytes a pack() of `shape` allocates (metadata and codes, rounded up to 8
+// bytes), without packing: the length of its payload.
 int64_t packed_bytes(c10::IntArrayRef shape, int64_t bits, int64_t group_size, c10::IntArrayRef sample_bits) {
   return translated([&] {
     actkit::CompressedMeta meta;
@@ -79,7 +84,7 @@ int64_t packed_bytes(c10::IntArrayRef shape, int64_t bits, int64_t group_size, c
       for (int64_t b : sample_bits) meta.sample_bits.push_back(uint8_t(b));
     }
     meta.validate();
-    return meta.payload_bytes();
+    return meta.allocated_bytes();
   });
 }
 
@@ -115,10 +120,17 @@ std::vector<int64_t> memory_bytes() {
 }  // namespace
 
 TORCH_LIBRARY(actkit, m) {
-  m.def("pack(Tensor x, int bits, int group_size, int seed, int[] sample_bits) -> Tensor", &pack);
-  m.def("unpack(Tensor payload, int[] shape, ScalarType dtype, int bits, int group_size, int[] sample_bits) -> Tensor",
-        &unpack);
+  // pack and unpack get their kernels below (fake ones for torch.compile's
+  // tracing come from python/actkit/_ops.py); the others take no tensors.
+  m.def("pack(Tensor x, int bits, int group_size, Tensor seed, int[] sample_bits) -> Tensor");
+  m.def("unpack(Tensor payload, int[] shape, ScalarType dtype, int bits, int group_size, int[] sample_bits) -> Tensor");
   m.def("packed_bytes(int[] shape, int bits, int group_size, int[] sample_bits) -> int", &packed_bytes);
   m.def("memory_track(bool on) -> ()", &memory_track);
   m.def("memory_bytes() -> int[]", &memory_bytes);
+}
+
+// One kernel for CPU and CUDA tensors alike: the codec dispatches on the device.
+TORCH_LIBRARY_IMPL(actkit, CompositeExplicitAutograd, m) {
+  m.impl("pack", &pack);
+  m.impl("unpack", &unpack);
 }

@@ -68,14 +68,14 @@ def test_packed_bytes_follow_the_format():
 def test_pack_and_unpack_round_trip_within_a_step():
     torch.manual_seed(3)
     x = torch.randn(4, 512)
-    payload = actkit.ops.pack(x, 8, 256, 7, [])
+    payload = actkit.ops.pack(x, 8, 256, torch.tensor([7]), [])
     y = actkit.ops.unpack(payload, [4, 512], torch.float32, 8, 256, [])
     groups = x.view(-1, 256)
     step = (groups.max(1).values - groups.min(1).values) / 255
     assert ((y - x).view(-1, 256).abs() <= step[:, None] * 1.01 + 1e-6).all()
     # The same seed gives the same bytes; another seed other bytes.
-    assert torch.equal(payload, actkit.ops.pack(x, 8, 256, 7, []))
-    assert not torch.equal(payload, actkit.ops.pack(x, 8, 256, 8, []))
+    assert torch.equal(payload, actkit.ops.pack(x, 8, 256, torch.tensor([7]), []))
+    assert not torch.equal(payload, actkit.ops.pack(x, 8, 256, torch.tensor([8]), []))
 
 
 def test_a_run_is_reproducible_under_manual_seed():
@@ -114,7 +114,7 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(NotImplementedError):
         actkit.compress(mlp(), "L3")
     with pytest.raises(RuntimeError, match="actkit"):
-        actkit.ops.pack(torch.randn(4, 256), 9, 256, 0, [])
+        actkit.ops.pack(torch.randn(4, 256), 9, 256, torch.tensor([0]), [])
 
 
 def test_bf16_autocast_and_a_convolutional_model():
@@ -163,3 +163,64 @@ def test_l2_holds_less_activation_memory_than_plain():
     actkit.compress(model, "L2")
     packed = held(model)
     assert packed * 5 < plain, (plain, packed)
+
+
+def splitmix_activations(rows, cols, seed):
+    """tests/test_payload_digests.cpp's activations(): the same float32 values."""
+    mask = (1 << 64) - 1
+    state = seed
+
+    def nxt():
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    def uniform():
+        return torch.tensor(float(nxt() >> 40), dtype=torch.float32) * torch.tensor(1.0 / 16777216.0,
+                                                                                   dtype=torch.float32)
+
+    x = torch.empty(rows, cols, dtype=torch.float32)
+    for c in range(cols):
+        scale = torch.tensor(20.0 if uniform().item() < 0.03 else 1.0, dtype=torch.float32)
+        for i in range(rows):
+            s = uniform()
+            s = s + uniform()
+            s = s + uniform()
+            v = (s - torch.tensor(1.5, dtype=torch.float32)) * scale
+            if uniform().item() < 0.01:
+                v = torch.tensor(0.0)
+            x[i, c] = v
+    return x
+
+
+def test_the_python_path_writes_the_cpp_paths_bytes():
+    # FNV-1a of the payloads; PayloadDigests.ThePythonFrontsPayloadsArePinned
+    # checks the same constant through the C++ API.
+    x = splitmix_activations(24, 300, 7)
+    h = 1469598103934665603
+    for bits in (2, 4):
+        payload = actkit.ops.pack(x, bits, 64, torch.tensor([1000 + bits]), [])
+        for byte in payload.tolist():
+            h = ((h ^ byte) * 1099511628211) & ((1 << 64) - 1)
+    assert "%016x" % h == "b7f7ebdc41aa2fef"
+
+
+def test_a_compiled_module_packs_with_fresh_noise_each_step():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+    x = torch.randn(32, 64)
+    exact, _ = grads(model, x)
+    actkit.compress(model, "L2")
+    compiled = torch.compile(model)
+    seen = []
+    for _ in range(2):
+        model.zero_grad()
+        compiled(x).mul(torch.linspace(-1, 1, 10)).sum().backward()
+        seen.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert actkit.stats(model)["packed_bytes"] > 0
+    assert not torch.equal(seen[0], seen[1]), "the same rounding noise in two steps"
+    for g in seen:
+        assert (g - exact).norm() < 0.5 * exact.norm()

@@ -59,6 +59,9 @@ struct CompressedMeta {
   int64_t meta_bytes() const;
   int64_t code_bytes() const;
   int64_t payload_bytes() const { return meta_bytes() + code_bytes(); }
+  // Bytes an encoder allocates for the payload: payload_bytes() rounded up
+  // to a multiple of 8 (the kernels read and write whole 8-byte words).
+  int64_t allocated_bytes() const { return (payload_bytes() + 7) / 8 * 8; }
   // Bit offset of each sample's codes (per-sample bits only).
   std::vector<int64_t> sample_bit_offsets() const;
 
