@@ -51,22 +51,28 @@ at::Tensor pack(const at::Tensor& x, int64_t bits, int64_t group_size, const at:
   });
 }
 
+// What a pack() of `shape` with these settings holds, as the codec describes it.
+actkit::CompressedMeta per_group_meta(c10::IntArrayRef shape, at::ScalarType dtype, int64_t bits, int64_t group_size,
+                                      c10::IntArrayRef sample_bits) {
+  actkit::CompressedMeta meta;
+  meta.kind = actkit::CodecKind::kPerGroup;
+  meta.dtype = dtype;
+  meta.shape.assign(shape.begin(), shape.end());
+  meta.group_size = int(group_size);
+  if (sample_bits.empty()) {
+    meta.bits = int(bits);
+  } else {
+    for (int64_t b : sample_bits) meta.sample_bits.push_back(uint8_t(b));
+  }
+  return meta;
+}
+
 // The tensor a pack() payload holds: `shape` and `dtype` of the packed
 // tensor, and the same bits, group size and sample bits.
 at::Tensor unpack(const at::Tensor& payload, c10::IntArrayRef shape, at::ScalarType dtype, int64_t bits,
                   int64_t group_size, c10::IntArrayRef sample_bits) {
   return translated([&] {
-    actkit::CompressedMeta meta;
-    meta.kind = actkit::CodecKind::kPerGroup;
-    meta.dtype = dtype;
-    meta.shape.assign(shape.begin(), shape.end());
-    meta.group_size = int(group_size);
-    if (sample_bits.empty()) {
-      meta.bits = int(bits);
-    } else {
-      for (int64_t b : sample_bits) meta.sample_bits.push_back(uint8_t(b));
-    }
-    return actkit::CompressedTensor(std::move(meta), payload).decode();
+    return actkit::CompressedTensor(per_group_meta(shape, dtype, bits, group_size, sample_bits), payload).decode();
   });
 }
 
@@ -74,15 +80,7 @@ at::Tensor unpack(const at::Tensor& payload, c10::IntArrayRef shape, at::ScalarT
 // bytes), without packing: the length of its payload.
 int64_t packed_bytes(c10::IntArrayRef shape, int64_t bits, int64_t group_size, c10::IntArrayRef sample_bits) {
   return translated([&] {
-    actkit::CompressedMeta meta;
-    meta.kind = actkit::CodecKind::kPerGroup;
-    meta.shape.assign(shape.begin(), shape.end());
-    meta.group_size = int(group_size);
-    if (sample_bits.empty()) {
-      meta.bits = int(bits);
-    } else {
-      for (int64_t b : sample_bits) meta.sample_bits.push_back(uint8_t(b));
-    }
+    const actkit::CompressedMeta meta = per_group_meta(shape, at::kFloat, bits, group_size, sample_bits);
     meta.validate();
     return meta.allocated_bytes();
   });

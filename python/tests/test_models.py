@@ -71,32 +71,28 @@ def text_batch(model):
     return model(input_ids=ids, labels=ids).loss
 
 
-@pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2", "vit"])
-def test_torchvision_models_train_at_every_level(name):
-    make = vision_models()[name]
-    plain = two_steps(make, "L0", image_batch)[0]
+def check_every_level(make, batch, loss_tolerance):
+    """Two steps at each level: L0 gives plain PyTorch's losses exactly; L1
+    and L2 pack what autograd saves and stay near them."""
+    plain = two_steps(make, "L0", batch)[0]
     for level in LEVELS:
-        losses, s = two_steps(make, level, image_batch)
+        losses, s = two_steps(make, level, batch)
         assert all(torch.isfinite(torch.tensor(losses)))
         if level == "L0":
             assert losses == plain
         else:
             assert s["packed_bytes"] > 0 and s["saved_bytes"] / s["packed_bytes"] > 4, s
-            assert abs(losses[1] - plain[1]) < 0.5 * abs(plain[1]) + 0.5
+            assert abs(losses[1] - plain[1]) < loss_tolerance * abs(plain[1]) + loss_tolerance
+
+
+@pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2", "vit"])
+def test_torchvision_models_train_at_every_level(name):
+    check_every_level(vision_models()[name], image_batch, 0.5)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
 def test_transformers_models_train_at_every_level(name):
-    make = text_models()[name]
-    plain = two_steps(make, "L0", text_batch)[0]
-    for level in LEVELS:
-        losses, s = two_steps(make, level, text_batch)
-        assert all(torch.isfinite(torch.tensor(losses)))
-        if level == "L0":
-            assert losses == plain
-        else:
-            assert s["packed_bytes"] > 0, s
-            assert abs(losses[1] - plain[1]) < 0.25 * abs(plain[1])
+    check_every_level(text_models()[name], text_batch, 0.25)
 
 
 def _ddp_rank(rank, world, store_file, out_dir):
