@@ -1,7 +1,7 @@
 """python -m actkit.bench peers: ACTkit's levels beside what PyTorch users do
 today, in one run, on one machine: plain PyTorch, torch.utils.checkpoint per
 block, torch.autograd.graph.save_on_cpu, torch.compile with an activation
-memory budget (where it runs), and actkit.compress at L1 and L2.
+memory budget (where it runs), and actkit.compress at L1, L2 and L3.
 
 For each: the activation bytes (held between forward and backward, less the
 loss), the peak bytes of a step (forward, backward; the weights and their
@@ -150,7 +150,7 @@ def run_method(model_name, method, batch, device, steps):
 
 def peers(args):
     device = torch.device(args.device)
-    methods = ["plain", "checkpoint", "save_on_cpu", "compile-budget", "actkit-L1", "actkit-L2"]
+    methods = ["plain", "checkpoint", "save_on_cpu", "compile-budget", "actkit-L1", "actkit-L2", "actkit-L3"]
     if args.methods:
         methods = args.methods.split(",")
     machine = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()

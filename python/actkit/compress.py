@@ -30,6 +30,14 @@ class _State:
         self.saved_bytes = 0    # bytes the packed tensors held before packing
         self.storages = set()   # storages of the module's parameters and buffers, refreshed per forward
         self.packed = WeakIdKeyDictionary()  # tensor -> (version, packed) of this forward
+        # L3: the saved tensors of a forward in order (index k), each one's
+        # values and mean squared sample range, and the mean squared gradient
+        # backward gave it; from these, each tensor's average bits for the next.
+        self.index = 0
+        self.sizes = {}
+        self.ranges = {}
+        self.grads = {}
+        self.budgets = {}
 
 
 def _storage_of(t):
@@ -52,6 +60,46 @@ def _packable(t, state):
     return _storage_of(t) not in state.storages
 
 
+def _sample_bits(t, state):
+    """L3: bits for each sample of `t` (its first dimension), averaging the
+    tensor's budget: the C++ heap minimizes sum_n R_n^2 / (2^b_n - 1)^2, the
+    variance stochastic rounding adds (R_n: the sample's range). Records the
+    tensor's size and ranges, and hooks its gradient, for the budgets."""
+    k = state.index
+    state.index += 1
+    x = t.detach().reshape(t.shape[0], -1)
+    low, high = torch.aminmax(x, dim=1)  # one pass over the tensor
+    ranges = (high.double() - low.double()).pow(2)
+    state.sizes[k] = t.numel()
+    state.ranges[k] = ranges.mean().item()
+    if t.requires_grad:
+        def record(g, k=k):
+            state.grads[k] = torch.linalg.vector_norm(g.detach(), dtype=torch.float32).item() ** 2 / g.numel()
+        t.register_hook(record)
+    per_sample = x.shape[1]
+    budget = state.budgets.get(k, state.level.bits) * t.numel()
+    return _ops.ops.allocate_bits(ranges.tolist(), [per_sample] * x.shape[0], float(budget), 1, 8)
+
+
+def _rebudget(state):
+    """L3, at the start of a forward: each saved tensor's average bits from the
+    step before, by the same heap over tensors (sensitivity: its gradient's
+    mean square times its mean squared range times its values), within the
+    level's average over all of them. A tensor without a gradient (the
+    module's input) counts as the mean of the others."""
+    if not state.sizes:
+        return
+    known = [state.grads[k] for k in state.sizes if k in state.grads]
+    fallback = sum(known) / len(known) if known else 1.0
+    keys = sorted(state.sizes)
+    sens = [state.grads.get(k, fallback) * state.ranges[k] * state.sizes[k] for k in keys]
+    sizes = [state.sizes[k] for k in keys]
+    bits = _ops.ops.allocate_bits(sens, sizes, float(state.level.bits * sum(sizes)), 1, 8)
+    state.budgets = dict(zip(keys, bits))
+    state.index = 0
+    state.sizes, state.ranges, state.grads = {}, {}, {}
+
+
 def _hooks(state):
     level = state.level
 
@@ -65,18 +113,19 @@ def _hooks(state):
         hit = state.packed.get(t)
         if hit is not None and hit[0] == t._version:
             return hit[1]
-        payload = _ops.ops.pack(t.detach(), level.bits, level.group_size, _ops.seed(), [])
+        sample_bits = _sample_bits(t, state) if level.mixed else []
+        payload = _ops.ops.pack(t.detach(), level.bits, level.group_size, _ops.seed(), sample_bits)
         state.packed_bytes += payload.numel()
         state.saved_bytes += t.numel() * t.element_size()
-        packed = (payload, tuple(t.shape), t.dtype, level.bits, level.group_size)
+        packed = (payload, tuple(t.shape), t.dtype, level.bits, level.group_size, sample_bits)
         state.packed[t] = (t._version, packed)
         return packed
 
     def unpack(packed):
         if isinstance(packed, torch.Tensor):
             return packed
-        payload, shape, dtype, bits, group = packed
-        return _ops.ops.unpack(payload, list(shape), dtype, bits, group, [])
+        payload, shape, dtype, bits, group, sample_bits = packed
+        return _ops.ops.unpack(payload, list(shape), dtype, bits, group, sample_bits)
 
     return pack, unpack
 
@@ -84,7 +133,8 @@ def _hooks(state):
 def compress(module, level="L2", *, bits=None, group_size=None):
     """Compresses the activations autograd saves while `module` runs, from its
     next forward on; returns `module` (the same object). `level`: "L0", "L1"
-    (4 bits) or "L2" (2 bits); `bits` and `group_size` override the preset.
+    (4 bits), "L2" (2 bits) or "L3" (2 bits on average, per sample and per
+    tensor from sensitivity); `bits` and `group_size` override the preset.
     Nothing else of the training loop changes: parameters, state_dict, the
     optimizer. Raises TypeError for a non-Module, ValueError for a bad level
     or override, NotImplementedError for a level the Python front does not
@@ -104,6 +154,8 @@ def compress(module, level="L2", *, bits=None, group_size=None):
     def compressed_forward(*args, **kwargs):
         state.storages = {_storage_of(p) for p in module.parameters()} | {_storage_of(b) for b in module.buffers()}
         state.packed = WeakIdKeyDictionary()
+        if state.level.mixed:
+            _rebudget(state)
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             return forward(*args, **kwargs)
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actkit/allocator/tracking_allocator.h"
+#include "actkit/core/bit_allocation.h"
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/pergroup_codec.h"
@@ -86,6 +87,21 @@ int64_t packed_bytes(c10::IntArrayRef shape, int64_t bits, int64_t group_size, c
   });
 }
 
+// Bits per item (1..8) minimizing sum_i w_i / (2^b_i - 1)^2 under
+// sum_i values_i * b_i <= budget: the C++ controller's greedy heap
+// (core/bit_allocation.h), for L3's per-sample and per-tensor choices.
+std::vector<int64_t> allocate_bits(c10::ArrayRef<double> sensitivity, c10::IntArrayRef values, double budget,
+                                   int64_t min_bits, int64_t max_bits) {
+  TORCH_CHECK(sensitivity.size() == values.size(), "actkit.allocate_bits: ", sensitivity.size(), " sensitivities, ",
+              values.size(), " sizes");
+  return translated([&] {
+    std::vector<actkit::BitItem> items(sensitivity.size());
+    for (size_t i = 0; i < items.size(); ++i) items[i] = {sensitivity[i], values[i]};
+    const std::vector<uint8_t> bits = actkit::allocate_bits_greedy(items, budget, int(min_bits), int(max_bits));
+    return std::vector<int64_t>(bits.begin(), bits.end());
+  });
+}
+
 // The CPU tracking allocator (allocator/tracking_allocator.h), installed
 // while a Python `actkit.memory.track()` block runs: LibTorch's CPU
 // allocations go through it and are counted.
@@ -123,6 +139,8 @@ TORCH_LIBRARY(actkit, m) {
   m.def("pack(Tensor x, int bits, int group_size, Tensor seed, int[] sample_bits) -> Tensor");
   m.def("unpack(Tensor payload, int[] shape, ScalarType dtype, int bits, int group_size, int[] sample_bits) -> Tensor");
   m.def("packed_bytes(int[] shape, int bits, int group_size, int[] sample_bits) -> int", &packed_bytes);
+  m.def("allocate_bits(float[] sensitivity, int[] values, float budget, int min_bits, int max_bits) -> int[]",
+        &allocate_bits);
   m.def("memory_track(bool on) -> ()", &memory_track);
   m.def("memory_bytes() -> int[]", &memory_bytes);
 }

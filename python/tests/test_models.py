@@ -11,7 +11,7 @@ import torch
 
 import actkit
 
-LEVELS = ["L0", "L1", "L2"]
+LEVELS = ["L0", "L1", "L2", "L3"]
 
 
 def vision_models():
