@@ -77,8 +77,11 @@ double shared_evaluation(ZooModel& model, const TrainingData& data, int64_t batc
 void DpRunConfig::validate() const {
   check_data_kind(data.set, is_language_model(model));
   if (!save_hf.empty() && init.empty()) throw InvalidInput("dp: --save-hf needs --init with a Hugging Face folder");
+  // The shape a step has, for the memory bound below: config.json's, read once.
+  ModelOptions options = init.empty() ? training_model_options(model, shape) : ModelOptions{};
   if (!init.empty()) {
     const HfModelInfo info = read_hf_config(init);
+    options = info.options;
     if (info.zoo_name != model || !is_language_model(model)) {
       throw InvalidInput(c10::str("dp: --init ", init, " holds a ", info.architecture,
                                   is_language_model(info.zoo_name) ? "" : ", not a language model",
@@ -99,7 +102,6 @@ void DpRunConfig::validate() const {
   if (egress.bits_per_second < 0 || egress.latency_seconds < 0) throw InvalidInput("dp: a negative link rate or latency");
   optim::warmup_steps(optimizer, warmup_steps, warmup_fraction, 1);  // range checks
   // Every worker on this machine holds a step of its own batch.
-  const ModelOptions options = init.empty() ? training_model_options(model, shape) : read_hf_config(init).options;
   const int64_t length = is_language_model(model) ? shape.seq_len : options.image_size;
   check_fits_machine(c10::str("dp --batch ", batch), step_memory_floor(model, options, batch, length));
 }

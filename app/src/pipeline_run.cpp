@@ -49,9 +49,7 @@ constexpr const char* kOrigin = "/origin.json";
 constexpr uint64_t kMaxOriginBytes = uint64_t(1) << 22;
 
 // The Hugging Face folder's config.json, parsed (what two folders of one model share).
-nlohmann::json folder_config(const std::string& dir) {
-  return parse_hf_json(dir + "/config.json", read_hf_config(dir).config_json);
-}
+nlohmann::json folder_config(const std::string& dir) { return read_hf_json(dir + "/config.json"); }
 
 // Records in a step folder that the run started from the Hugging Face folder `init`.
 void write_origin(const std::string& folder, const std::string& init) {
