@@ -233,6 +233,12 @@ TEST(Swapping, LevelSwitchesParse) {
   EXPECT_EQ(c.swap_dir, "/var/tmp");
   EXPECT_TRUE(parse_level("L5").defrag_allocator);
   EXPECT_THROW(parse_level("L4:host_budget=lots"), InvalidInput);
+  // A bad size names the override it was given for.
+  try {
+    parse_level("L4:host_budget=lots");
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("host_budget=lots"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(parse_level("L4:prefetch=-1"), InvalidInput);
   EXPECT_EQ(parse_byte_size("512M"), 512 << 20);
   EXPECT_EQ(parse_byte_size("1GiB"), int64_t(1) << 30);

@@ -121,6 +121,17 @@ LevelConfig level_preset(const std::string& name) {
   return c;
 }
 
+namespace {
+// A size override's value; the error names the override.
+int64_t parse_size_override(const std::string& key, const std::string& v) {
+  try {
+    return parse_byte_size(v);
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(c10::str("level override ", key, "=", v, ": ", e.what()));
+  }
+}
+}  // namespace
+
 LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overrides) {
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
@@ -147,7 +158,7 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
       c.swap = parse_choice(key, v, {std::pair{"none", SwapTarget::kNone}, {"host", SwapTarget::kHost},
                                      {"file", SwapTarget::kFile}});
     } else if (key == "host_budget") {
-      c.host_budget = parse_byte_size(v);
+      c.host_budget = parse_size_override(key, v);
     } else if (key == "swap_dir") {
       if (v.empty()) throw InvalidInput("level override swap_dir: empty directory");
       c.swap_dir = v;
@@ -156,7 +167,7 @@ LevelConfig with_overrides(LevelConfig c, const std::vector<std::string>& overri
       if (d != std::floor(d) || d < 0 || d > 64) throw InvalidInput(c10::str("level override prefetch=", v, ": expected 0..64"));
       c.prefetch = int(d);
     } else if (key == "chunk_bytes") {
-      c.chunk_bytes = v == "auto" ? kChunkBytesAuto : parse_byte_size(v);
+      c.chunk_bytes = v == "auto" ? kChunkBytesAuto : parse_size_override(key, v);
     } else if (key == "defrag") {
       c.defrag_allocator = parse_bool(key, v);
     } else if (key == "grads") {

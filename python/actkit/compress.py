@@ -10,7 +10,15 @@ never packed, nor integer or boolean tensors, nor tensors of rank 0 or 1
 twice in one forward is packed once. Each pack draws its stochastic-rounding
 seed from torch's default generator, so torch.manual_seed makes a run
 reproducible and every step draws fresh noise.
+
+From L4 on, each payload moves out of device memory as soon as it is packed
+(torch.classes.actkit.Swapper: the host tier, spilling to a file through the
+io_uring engine past host_budget) and is decoded from where it waits when
+backward reads it; that read starts bringing back the payloads packed just
+before it, which backward reads next.
 """
+
+import warnings
 
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
@@ -21,9 +29,35 @@ from .levels import parse_level
 _STATE = "_actkit_state"
 
 
+class _Packed:
+    """A payload in memory and what decodes it."""
+    __slots__ = ("payload", "shape", "dtype", "bits", "group_size", "sample_bits")
+
+    def __init__(self, payload, shape, dtype, bits, group_size, sample_bits):
+        self.payload, self.shape, self.dtype = payload, shape, dtype
+        self.bits, self.group_size, self.sample_bits = bits, group_size, sample_bits
+
+    def load(self):
+        return _ops.ops.unpack(self.payload, list(self.shape), self.dtype, self.bits, self.group_size,
+                               self.sample_bits)
+
+
+class _Swapped:
+    """A payload the swapper holds (torch.classes.actkit.SwappedTensor); its
+    space is freed when autograd lets go of this."""
+    __slots__ = ("handle",)
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def load(self):
+        return self.handle.load()
+
+
 class _State:
     def __init__(self, level, forward, own_forward):
         self.level = level
+        self.swapper = torch.classes.actkit.Swapper(level.spec) if level.swap != "none" else None
         self.forward = forward          # what the module ran before compress()
         self.own_forward = own_forward  # a forward set on the instance itself, restored by decompress()
         self.packed_bytes = 0   # bytes of every payload packed so far
@@ -114,36 +148,65 @@ def _hooks(state):
         if hit is not None and hit[0] == t._version:
             return hit[1]
         sample_bits = _sample_bits(t, state) if level.mixed else []
-        payload = _ops.ops.pack(t.detach(), level.bits, level.group_size, _ops.seed(), sample_bits)
+        bits = round(level.bits)  # the codec's width when sample_bits is empty (then bits is whole)
+        payload = _ops.ops.pack(t.detach(), bits, level.group_size, _ops.seed(), sample_bits)
         state.packed_bytes += payload.numel()
         state.saved_bytes += t.numel() * t.element_size()
-        packed = (payload, tuple(t.shape), t.dtype, level.bits, level.group_size, sample_bits)
+        if state.swapper is not None:
+            if torch.compiler.is_compiling():
+                raise RuntimeError("actkit: %s swaps payloads through a torch class a compiled graph cannot hold; "
+                                   "compile at L0-L3, or run L4/L5 without torch.compile" % level.name)
+            packed = _Swapped(state.swapper.stash(payload, list(t.shape), t.dtype, bits, level.group_size,
+                                                  sample_bits))
+        else:
+            packed = _Packed(payload, tuple(t.shape), t.dtype, bits, level.group_size, sample_bits)
         state.packed[t] = (t._version, packed)
         return packed
 
     def unpack(packed):
         if isinstance(packed, torch.Tensor):
             return packed
-        payload, shape, dtype, bits, group, sample_bits = packed
-        return _ops.ops.unpack(payload, list(shape), dtype, bits, group, sample_bits)
+        return packed.load()
 
     return pack, unpack
 
 
-def compress(module, level="L2", *, bits=None, group_size=None):
+def _use_defrag_allocator(level):
+    """L5: the defragmenting allocator must serve CUDA from the first tensor
+    on; without CUDA there is nothing for it to serve."""
+    if not torch.cuda.is_available():
+        warnings.warn("actkit: %s runs as L4 on a machine without CUDA: the defragmenting allocator is a CUDA "
+                      "allocator, and the CPU keeps torch's" % level.name, stacklevel=3)
+        return
+    if _ops.ops.defrag_installed():
+        return
+    try:
+        _ops.ops.defrag_install(-1)
+    except RuntimeError as e:
+        raise RuntimeError(
+            "actkit: %s needs the defragmenting CUDA allocator from the first CUDA tensor on: call "
+            "actkit.memory.use_defrag_allocator() at the start of the program (%s)" % (
+                level.name, str(e).split("\n")[0])) from None
+
+
+def compress(module, level="L3", **overrides):
     """Compresses the activations autograd saves while `module` runs, from its
-    next forward on; returns `module` (the same object). `level`: "L0", "L1"
-    (4 bits), "L2" (2 bits) or "L3" (2 bits on average, per sample and per
-    tensor from sensitivity); `bits` and `group_size` override the preset.
-    Nothing else of the training loop changes: parameters, state_dict, the
-    optimizer. Raises TypeError for a non-Module, ValueError for a bad level
-    or override, NotImplementedError for a level the Python front does not
-    run yet, RuntimeError if `module` is already compressed."""
+    next forward on; returns `module` (the same object). `level`: "L0".."L5"
+    as docs/levels.md and actkit.levels describe them; `overrides` are the
+    level's switches (bits=3, group_size=128, host_budget="2G",
+    swap="file", swap_dir="/scratch", prefetch=2; see
+    actkit.levels.OVERRIDES). Nothing else of the training loop changes:
+    parameters, state_dict, the optimizer. Raises TypeError for a
+    non-Module, ValueError for a bad level or override, RuntimeError if
+    `module` is already compressed, or for L5 when CUDA memory was allocated
+    before the defragmenting allocator could be installed."""
     if not isinstance(module, torch.nn.Module):
         raise TypeError("actkit.compress: expected a torch.nn.Module, got %s" % type(module).__name__)
     if _STATE in module.__dict__:
         raise RuntimeError("actkit.compress: the module is already compressed (actkit.decompress first)")
-    lvl = parse_level(level, bits, group_size)
+    lvl = parse_level(level, **overrides)
+    if lvl.defrag:
+        _use_defrag_allocator(lvl)
     forward = module.forward
     state = _State(lvl, forward, module.__dict__.get("forward"))
     if lvl.bits == 0:
@@ -156,8 +219,14 @@ def compress(module, level="L2", *, bits=None, group_size=None):
         state.packed = WeakIdKeyDictionary()
         if state.level.mixed:
             _rebudget(state)
-        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            return forward(*args, **kwargs)
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                return forward(*args, **kwargs)
+        finally:
+            # What the forward packed is autograd's now: a tensor that
+            # outlives the forward (the module's input) must not keep its
+            # payload, or its swapped bytes, alive past backward.
+            state.packed = WeakIdKeyDictionary()
 
     module.__dict__[_STATE] = state
     module.forward = compressed_forward
@@ -178,8 +247,16 @@ def decompress(module):
 
 
 def stats(module):
-    """What compress() packed so far: {"level", "packed_bytes", "saved_bytes"}."""
+    """What compress() packed so far: {"level", "packed_bytes",
+    "saved_bytes"}, and from L4 on "swap": the swapper's counters
+    (bytes_out, bytes_in, peak_host_bytes, spilled_bytes, file_reads,
+    file_prefetched, device_prefetched, ...) and "engine", the spill file's
+    I/O engine ("" before the first spill)."""
     state = module.__dict__.get(_STATE)
     if state is None:
         raise RuntimeError("actkit.stats: the module is not compressed")
-    return {"level": state.level.name, "packed_bytes": state.packed_bytes, "saved_bytes": state.saved_bytes}
+    out = {"level": state.level.name, "packed_bytes": state.packed_bytes, "saved_bytes": state.saved_bytes}
+    if state.swapper is not None:
+        out["swap"] = dict(state.swapper.stats())
+        out["engine"] = state.swapper.engine()
+    return out

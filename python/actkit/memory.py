@@ -6,7 +6,8 @@ report with).
         loss = model(x).sum(); loss.backward()
     print(t.peak_bytes)
 
-On CUDA, torch.cuda.max_memory_allocated() is PyTorch's own count.
+On CUDA, torch.cuda.max_memory_allocated() is PyTorch's own count; under
+the defragmenting allocator (L5) defrag_stats() adds what it reserved.
 """
 
 from ._ops import ops
@@ -34,3 +35,30 @@ class track:
         self.peak_bytes = peak - self._start
         self.end_bytes = current - self._start
         return False
+
+
+def use_defrag_allocator(limit_bytes=-1):
+    """Makes ACTkit's defragmenting allocator (docs/allocator.md) torch's
+    CUDA allocator for the rest of the process, as L5 needs: call it before
+    the first CUDA tensor. `limit_bytes`: what each device may have mapped;
+    -1 takes the device's memory less 512 MiB. Calling it again with the same
+    limit does nothing. RuntimeError in a build without CUDA, on a machine
+    without a CUDA device, or once CUDA memory was allocated."""
+    import torch
+    if not ops.defrag_supported():
+        raise RuntimeError("actkit.memory.use_defrag_allocator: this build has no CUDA allocator (it needs a "
+                           "CUDA torch)")
+    if not torch.cuda.is_available():
+        raise RuntimeError("actkit.memory.use_defrag_allocator: no CUDA device is visible")
+    ops.defrag_install(int(limit_bytes))
+
+
+def defrag_stats(device=0):
+    """The defragmenting allocator's counts on `device`: {"allocated",
+    "peak_allocated", "reserved", "peak_reserved", "allocations", "refused",
+    "fragmentation"} (bytes and counts; fragmentation = 1 - peak allocated /
+    peak reserved). RuntimeError when it is not installed."""
+    allocated, peak_allocated, reserved, peak_reserved, allocations, refused = ops.defrag_stats(int(device))
+    return {"allocated": allocated, "peak_allocated": peak_allocated, "reserved": reserved,
+            "peak_reserved": peak_reserved, "allocations": allocations, "refused": refused,
+            "fragmentation": 1.0 - peak_allocated / peak_reserved if peak_reserved else 0.0}

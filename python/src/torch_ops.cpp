@@ -1,31 +1,27 @@
 // ACTkit's codecs as torch operators, for the Python front (python/actkit):
 // torch.ops.actkit.pack and torch.ops.actkit.unpack over the same C++
 // per-group codec the C++ levels use (core/pergroup_codec.h), on CPU and
-// CUDA tensors. No second copy of a kernel: these only adapt the calls.
+// CUDA tensors, the controller's bit allocation, and the level parser. No
+// second copy of a kernel: these only adapt the calls. The offload engine
+// (swap_classes.cpp) and the allocators (memory_ops.cpp) have files of their own.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <cstdint>
-#include <memory>
+#include <string>
+#include <tuple>
 #include <vector>
 
-#include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/bit_allocation.h"
 #include "actkit/core/compressed_tensor.h"
-#include "actkit/core/errors.h"
+#include "actkit/core/level.h"
 #include "actkit/core/pergroup_codec.h"
+#include "common.h"
 
 namespace {
 
-// The C++ codec's errors reach Python as RuntimeError with its message.
-template <typename F>
-auto translated(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const actkit::Error& e) {
-    TORCH_CHECK(false, "actkit: ", e.what());
-  }
-}
+using actkit::python::per_group_meta;
+using actkit::python::translated;
 
 // x (fp32, fp16 or bf16; rank >= 1) as x.size(0) samples quantized per
 // group of `group_size` values with `bits` bits (1..8), stochastic rounding
@@ -50,22 +46,6 @@ at::Tensor pack(const at::Tensor& x, int64_t bits, int64_t group_size, const at:
     }
     return actkit::encode_per_group(x, o).payload();
   });
-}
-
-// What a pack() of `shape` with these settings holds, as the codec describes it.
-actkit::CompressedMeta per_group_meta(c10::IntArrayRef shape, at::ScalarType dtype, int64_t bits, int64_t group_size,
-                                      c10::IntArrayRef sample_bits) {
-  actkit::CompressedMeta meta;
-  meta.kind = actkit::CodecKind::kPerGroup;
-  meta.dtype = dtype;
-  meta.shape.assign(shape.begin(), shape.end());
-  meta.group_size = int(group_size);
-  if (sample_bits.empty()) {
-    meta.bits = int(bits);
-  } else {
-    for (int64_t b : sample_bits) meta.sample_bits.push_back(uint8_t(b));
-  }
-  return meta;
 }
 
 // The tensor a pack() payload holds: `shape` and `dtype` of the packed
@@ -102,33 +82,21 @@ std::vector<int64_t> allocate_bits(c10::ArrayRef<double> sensitivity, c10::IntAr
   });
 }
 
-// The CPU tracking allocator (allocator/tracking_allocator.h), installed
-// while a Python `actkit.memory.track()` block runs: LibTorch's CPU
-// allocations go through it and are counted.
-std::unique_ptr<actkit::ScopedCpuTracking>& tracking() {
-  static std::unique_ptr<actkit::ScopedCpuTracking> scope;
-  return scope;
-}
-
-// Starts (on) or stops counting CPU allocations; starting resets the peak
-// to the bytes held now. Starting twice is an error (one measurement at a time).
-void memory_track(bool on) {
-  auto& scope = tracking();
-  if (on) {
-    TORCH_CHECK(!scope, "actkit.memory.track: a measurement is already running in this process");
-    scope = std::make_unique<actkit::ScopedCpuTracking>();
-    scope->tracker().reset_peak();
-  } else {
-    scope.reset();
-  }
-}
-
-// Bytes held now, and the most held since tracking started, by the blocks
-// the tracking allocator handed out (those allocated before it was
-// installed are not counted).
-std::vector<int64_t> memory_bytes() {
-  const actkit::TrackingAllocator& t = actkit::TrackingAllocator::cpu();
-  return {t.current_bytes(), t.peak_bytes()};
+// A level as the C++ commands parse it ("L4:host_budget=2G,prefetch=2"),
+// the fields the Python front uses: preset, canonical spec, average bits
+// (32: nothing compressed), group size, mixed precision, swap target
+// ("none", "host", "file"), host budget (bytes, -1 = no limit), swap
+// directory, prefetch, defrag allocator. Throws (RuntimeError in Python)
+// naming the bad part.
+using LevelFields = std::tuple<std::string, std::string, double, int64_t, bool, std::string, int64_t, std::string,
+                               int64_t, bool>;
+LevelFields parse_level(const std::string& spec) {
+  return translated([&] {
+    const actkit::LevelConfig c = actkit::parse_level(spec);
+    const char* swap = c.swap == actkit::SwapTarget::kHost ? "host" : c.swap == actkit::SwapTarget::kFile ? "file" : "none";
+    return LevelFields{c.level,          c.spec, c.bits, int64_t(c.group_size), c.mixed_precision, swap, c.host_budget,
+                       c.swap_dir,       int64_t(c.prefetch), c.defrag_allocator};
+  });
 }
 
 }  // namespace
@@ -141,8 +109,7 @@ TORCH_LIBRARY(actkit, m) {
   m.def("packed_bytes(int[] shape, int bits, int group_size, int[] sample_bits) -> int", &packed_bytes);
   m.def("allocate_bits(float[] sensitivity, int[] values, float budget, int min_bits, int max_bits) -> int[]",
         &allocate_bits);
-  m.def("memory_track(bool on) -> ()", &memory_track);
-  m.def("memory_bytes() -> int[]", &memory_bytes);
+  m.def("parse_level(str spec) -> (str, str, float, int, bool, str, int, str, int, bool)", &parse_level);
 }
 
 // One kernel for CPU and CUDA tensors alike: the codec dispatches on the device.
