@@ -10,6 +10,7 @@
 #include "actkit/core/errors.h"
 #include "actkit/core/gradients.h"
 #include "actkit/core/pergroup_codec.h"
+#include "actkit/core/sample_ranges.h"
 #include "bit_budgets.h"
 #include "gradient_policy.h"
 #include "offload_routing.h"
@@ -17,27 +18,6 @@
 
 namespace actkit {
 namespace {
-
-// Per-sample sum over groups of the squared group range, ||R_n||^2, for x
-// seen as n samples of d values in groups of g.
-std::vector<double> range_sq_per_sample(const at::Tensor& x, int64_t n, int64_t d, int64_t g) {
-  const at::Tensor x2 = x.detach().reshape({n, d});
-  at::Tensor r2 = at::zeros({n}, x.options().dtype(at::kFloat));
-  const int64_t full = d / g;
-  if (full > 0) {
-    const at::Tensor groups = x2.narrow(1, 0, full * g).view({n, full, g});
-    r2 += (groups.amax(2) - groups.amin(2)).to(at::kFloat).pow(2).sum(1);
-  }
-  if (d - full * g > 0) {
-    const at::Tensor tail = x2.narrow(1, full * g, d - full * g);
-    r2 += (tail.amax(1) - tail.amin(1)).to(at::kFloat).pow(2);
-  }
-  const at::Tensor host = r2.to(at::kDouble).cpu().contiguous();
-  const double* p = host.data_ptr<double>();
-  std::vector<double> out(p, p + n);
-  for (double& v : out) v = std::isfinite(v) ? v : 0.0;  // NaN groups propagate; give them no say
-  return out;
-}
 
 // Code bits of a per-group payload (metadata excluded).
 int64_t code_bits_of(const CompressedMeta& m) {
@@ -145,7 +125,7 @@ CompressedTensor Controller::encode(int layer, int slot, const at::Tensor& x, do
   const int64_t n = per_sample ? x.size(0) : 1;
   const int64_t d = per_sample ? x.numel() / n : x.numel();
   // The ranges are a reduction over x (and a device sync): outside the lock.
-  const std::vector<double> range_sq = per_sample ? range_sq_per_sample(x, n, d, o.group_size) : std::vector<double>{};
+  const std::vector<double> range_sq = per_sample ? sample_range_sq(x, o.group_size) : std::vector<double>{};
   {
     std::lock_guard<std::mutex> lock(mu_);
     LayerRecord& l = layers_[size_t(layer)];  // save() validated the id

@@ -65,13 +65,13 @@ class _State:
         self.storages = set()   # storages of the module's parameters and buffers, refreshed per forward
         self.packed = WeakIdKeyDictionary()  # tensor -> (version, packed) of this forward
         # L3: the saved tensors of a forward in order (index k), each one's
-        # values and mean squared sample range, and the mean squared gradient
-        # backward gave it; from these, each tensor's average bits for the next.
+        # samples' ||R_n||^2 and values per sample, and the mean squared
+        # gradient backward gave it; from these, each tensor's average bits
+        # for the next forward.
         self.index = 0
-        self.sizes = {}
-        self.ranges = {}
-        self.grads = {}
-        self.budgets = {}
+        self.ranges = {}   # k -> ([||R_n||^2 of each sample], values per sample)
+        self.grads = {}    # k -> mean squared gradient
+        self.budgets = {}  # k -> average bits
 
 
 def _storage_of(t):
@@ -94,44 +94,53 @@ def _packable(t, state):
     return _storage_of(t) not in state.storages
 
 
+@torch.compiler.disable  # host-side choices: a compiled graph calls out to them
 def _sample_bits(t, state):
-    """L3: bits for each sample of `t` (its first dimension), averaging the
-    tensor's budget: the C++ heap minimizes sum_n R_n^2 / (2^b_n - 1)^2, the
-    variance stochastic rounding adds (R_n: the sample's range). Records the
-    tensor's size and ranges, and hooks its gradient, for the budgets."""
+    """L3: bits for each sample of `t` (its first dimension) within the
+    tensor's budget, chosen as the C++ controller chooses them
+    (torch.ops.actkit.sample_bits: items G/6 ||R_n||^2, the greedy heap).
+    Records the samples' ||R_n||^2 and hooks the tensor's gradient, for the
+    per-tensor budgets of the next step."""
     k = state.index
     state.index += 1
-    x = t.detach().reshape(t.shape[0], -1)
-    low, high = torch.aminmax(x, dim=1)  # one pass over the tensor
-    ranges = (high.double() - low.double()).pow(2)
-    state.sizes[k] = t.numel()
-    state.ranges[k] = ranges.mean().item()
+    bits, range_sq = _ops.ops.sample_bits(t.detach(), float(state.budgets.get(k, state.level.bits)),
+                                          state.level.group_size)
+    state.ranges[k] = (range_sq, t.numel() // t.shape[0])
     if t.requires_grad:
         def record(g, k=k):
             state.grads[k] = torch.linalg.vector_norm(g.detach(), dtype=torch.float32).item() ** 2 / g.numel()
         t.register_hook(record)
-    per_sample = x.shape[1]
-    budget = state.budgets.get(k, state.level.bits) * t.numel()
-    return _ops.ops.allocate_bits(ranges.tolist(), [per_sample] * x.shape[0], float(budget), 1, 8)
+    return bits
 
 
 def _rebudget(state):
-    """L3, at the start of a forward: each saved tensor's average bits from the
-    step before, by the same heap over tensors (sensitivity: its gradient's
-    mean square times its mean squared range times its values), within the
-    level's average over all of them. A tensor without a gradient (the
+    """L3, at the start of a forward: each saved tensor's average bits from
+    the step before, as the C++ controller's reallocation does it
+    (BitBudgets::reallocate): every sample of every tensor is an item of
+    sensitivity G/6 ||R_n||^2 times its tensor's mean squared gradient, one
+    heap over all of them within the level's average bits, and a tensor's
+    budget is the average its samples got. A tensor without a gradient (the
     module's input) counts as the mean of the others."""
-    if not state.sizes:
+    if not state.ranges:
         return
-    known = [state.grads[k] for k in state.sizes if k in state.grads]
+    known = [state.grads[k] for k in state.ranges if k in state.grads]
     fallback = sum(known) / len(known) if known else 1.0
-    keys = sorted(state.sizes)
-    sens = [state.grads.get(k, fallback) * state.ranges[k] * state.sizes[k] for k in keys]
-    sizes = [state.sizes[k] for k in keys]
-    bits = _ops.ops.allocate_bits(sens, sizes, float(state.level.bits * sum(sizes)), 1, 8)
-    state.budgets = dict(zip(keys, bits))
+    group = state.level.group_size
+    keys = sorted(state.ranges)
+    sens, values = [], []
+    for k in keys:
+        range_sq, per_sample = state.ranges[k]
+        g = state.grads.get(k, fallback)
+        sens += [group / 6.0 * r * g for r in range_sq]
+        values += [per_sample] * len(range_sq)
+    got = _ops.ops.allocate_bits(sens, values, float(state.level.bits * sum(values)), 1, 8)
+    state.budgets, i = {}, 0
+    for k in keys:
+        n = len(state.ranges[k][0])
+        state.budgets[k] = sum(got[i:i + n]) / n  # the samples of one tensor have equal sizes
+        i += n
     state.index = 0
-    state.sizes, state.ranges, state.grads = {}, {}, {}
+    state.ranges, state.grads = {}, {}
 
 
 def _hooks(state):

@@ -16,6 +16,7 @@
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/level.h"
 #include "actkit/core/pergroup_codec.h"
+#include "actkit/core/sample_ranges.h"
 #include "common.h"
 
 namespace {
@@ -82,6 +83,25 @@ std::vector<int64_t> allocate_bits(c10::ArrayRef<double> sensitivity, c10::IntAr
   });
 }
 
+// L3's per-sample choice, as the C++ controller makes it
+// (BitBudgets::sample_bits): each of x.size(0) samples is an item of
+// sensitivity G/6 * ||R_n||^2 (actkit/core/sample_ranges.h) and d = x.numel()
+// / x.size(0) values, the budget `bits` * d per sample on average. Returns
+// the samples' bits and their ||R_n||^2, which the per-tensor budgets of the
+// next step weigh.
+std::tuple<std::vector<int64_t>, std::vector<double>> sample_bits(const at::Tensor& x, double bits,
+                                                                  int64_t group_size) {
+  TORCH_CHECK(x.dim() >= 1 && x.size(0) > 0, "actkit.sample_bits: a tensor with samples along dimension 0 is needed");
+  return translated([&] {
+    const std::vector<double> range_sq = actkit::sample_range_sq(x, group_size);
+    const int64_t d = x.numel() / x.size(0);
+    std::vector<actkit::BitItem> items(range_sq.size());
+    for (size_t n = 0; n < items.size(); ++n) items[n] = {double(group_size) / 6.0 * range_sq[n], d};
+    const std::vector<uint8_t> got = actkit::allocate_bits_greedy(items, bits * double(d) * double(items.size()));
+    return std::make_tuple(std::vector<int64_t>(got.begin(), got.end()), range_sq);
+  });
+}
+
 // A level as the C++ commands parse it ("L4:host_budget=2G,prefetch=2"),
 // the fields the Python front uses: preset, canonical spec, average bits
 // (32: nothing compressed), group size, mixed precision, swap target
@@ -109,6 +129,7 @@ TORCH_LIBRARY(actkit, m) {
   m.def("packed_bytes(int[] shape, int bits, int group_size, int[] sample_bits) -> int", &packed_bytes);
   m.def("allocate_bits(float[] sensitivity, int[] values, float budget, int min_bits, int max_bits) -> int[]",
         &allocate_bits);
+  m.def("sample_bits(Tensor x, float bits, int group_size) -> (int[], float[])", &sample_bits);
   m.def("parse_level(str spec) -> (str, str, float, int, bool, str, int, str, int, bool)", &parse_level);
 }
 
