@@ -3,7 +3,7 @@ activations at 2 bits: the one line is actkit.compress, nothing else of the
 loop changes. The model is random-initialised (nothing is downloaded); give
 --model DIR to fine-tune a save_pretrained folder instead.
 
-    .venv/bin/python examples/python/finetune_gpt2.py --level L2 --steps 50
+    .venv/bin/python examples/python/finetune_gpt2.py --level L3 --steps 50
 """
 
 import argparse
@@ -35,7 +35,7 @@ def fortunes(seq, limit_bytes=4 << 20):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--level", default="L2")
+    ap.add_argument("--level", default="L3")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)

@@ -2,7 +2,7 @@
 2 bits: the one line is actkit.compress. Data: Debian's dataset-fashion-mnist
 (/usr/share/datasets/fashion-mnist), or --data DIR with the four idx files.
 
-    .venv/bin/python examples/python/train_torchvision.py --level L2 --limit 2000
+    .venv/bin/python examples/python/train_torchvision.py --level L3 --limit 2000
 """
 
 import argparse
@@ -38,7 +38,7 @@ def load(data, split, limit):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--level", default="L2")
+    ap.add_argument("--level", default="L3")
     ap.add_argument("--limit", type=int, default=2000, help="training images (default 2000)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")

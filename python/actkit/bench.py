@@ -1,7 +1,8 @@
 """python -m actkit.bench peers: ACTkit's levels beside what PyTorch users do
 today, in one run, on one machine: plain PyTorch, torch.utils.checkpoint per
 block, torch.autograd.graph.save_on_cpu, torch.compile with an activation
-memory budget (where it runs), and actkit.compress at L1, L2 and L3.
+memory budget (where it runs), and actkit.compress at L2, L3 and L4 (L5 too
+on a GPU).
 
 For each: the activation bytes (held between forward and backward, less the
 loss), the peak bytes of a step (forward, backward; the weights and their
@@ -10,13 +11,19 @@ backward, SGD), and the largest batch under a memory budget (extrapolated
 from the peaks at two batch sizes: memory grows linearly with the batch).
 Memory is LibTorch's CPU allocations as ACTkit's tracking allocator counts
 them (actkit.memory.track), or torch.cuda's allocator statistics on a GPU.
+L4 moves the payloads out of that memory into ACTkit's host tier; its peak
+there is reported beside it ("host").
 """
 
 import argparse
 import contextlib
 import json
+import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import torch
@@ -145,21 +152,32 @@ def run_method(model_name, method, batch, device, steps):
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         peaks.append(m.peak)
-    return {"step_s": statistics.median(times), "peak_bytes": max(peaks), "activation_bytes": max(acts)}
+    r = {"step_s": statistics.median(times), "peak_bytes": max(peaks), "activation_bytes": max(acts)}
+    if method.startswith("actkit-"):
+        swap = actkit.stats(model).get("swap")
+        if swap:
+            r["host_bytes"] = swap["peak_host_bytes"]
+    return r
 
 
 def peers(args):
     device = torch.device(args.device)
-    methods = ["plain", "checkpoint", "save_on_cpu", "compile-budget", "actkit-L1", "actkit-L2", "actkit-L3"]
+    methods = ["plain", "checkpoint", "save_on_cpu", "compile-budget", "actkit-L2", "actkit-L3", "actkit-L4"]
+    if device.type == "cuda":
+        methods.append("actkit-L5")
     if args.methods:
         methods = args.methods.split(",")
     machine = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
-    results = {"machine": machine, "torch": torch.__version__, "threads": torch.get_num_threads(),
-               "budget_bytes": args.budget, "models": {}}
+    results = {"machine": machine, "device": device.type, "torch": torch.__version__,
+               "threads": torch.get_num_threads(), "budget_bytes": args.budget, "models": {}}
     for name in args.models.split(","):
         batch = args.batch or MODELS[name][1]
         rows = {}
         for method in methods:
+            if method == "actkit-L5" and device.type == "cuda" and not args.defrag:
+                rows[method] = run_under_defrag(args, name, batch)
+                print(json.dumps({"model": name, "batch": batch, "method": method, **rows[method]}), flush=True)
+                continue
             try:
                 r = run_method(name, method, batch, device, args.steps)
                 small = run_method(name, method, max(1, batch // 2), device, 1)
@@ -177,23 +195,44 @@ def peers(args):
             json.dump(results, f, indent=2)
 
 
+def run_under_defrag(args, model, batch):
+    """L5 in a process of its own: the defragmenting allocator serves CUDA
+    from that process's first tensor, and the other methods keep torch's."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "l5.json")
+        cmd = [sys.executable, "-m", "actkit.bench", "peers", "--defrag", "--models", model, "--methods", "actkit-L5",
+               "--batch", str(batch), "--steps", str(args.steps), "--budget", str(args.budget), "--device",
+               args.device, "--json", out]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            return {"error": "the L5 process failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
+        with open(out) as f:
+            return json.load(f)["models"][model]["methods"]["actkit-L5"]
+
+
 def print_table(results):
     print("\n%s, torch %s, %d threads; budget %.1f GiB" % (results["machine"], results["torch"], results["threads"],
                                                          results["budget_bytes"] / 2 ** 30))
+    if results["device"] == "cpu":
+        print("(on a CPU, 'vs plain' counts L4's host bytes as activations: they are the same memory)")
     for name, m in results["models"].items():
         plain = m["methods"].get("plain", {})
         print("\n%s, batch %d" % (name, m["batch"]))
-        print("%-15s %14s %8s %12s %10s %8s %10s" % ("method", "activations", "vs plain", "peak", "step (s)",
-                                                   "vs plain", "max batch"))
+        print("%-15s %14s %8s %12s %10s %8s %10s %12s" % ("method", "activations", "vs plain", "peak", "step (s)",
+                                                        "vs plain", "max batch", "host"))
         for method, r in m["methods"].items():
             if "error" in r:
                 print("%-15s did not run: %s" % (method, r["error"]))
                 continue
-            act_ratio = plain.get("activation_bytes", 0) / max(r["activation_bytes"], 1)
+            # L4's payloads wait in the host tier: on a CPU that is the same
+            # memory, so they count as activations there.
+            held = r["activation_bytes"] + (r.get("host_bytes", 0) if results["device"] == "cpu" else 0)
+            act_ratio = plain.get("activation_bytes", 0) / max(held, 1)
             time_ratio = r["step_s"] / plain["step_s"] if plain.get("step_s") else 0
-            print("%-15s %11.1f MiB %7.1fx %8.1f MiB %10.2f %7.2fx %10s" % (
+            host = "%.1f MiB" % (r["host_bytes"] / 2 ** 20) if "host_bytes" in r else ""
+            print("%-15s %11.1f MiB %7.1fx %8.1f MiB %10.2f %7.2fx %10s %12s" % (
                 method, r["activation_bytes"] / 2 ** 20, act_ratio, r["peak_bytes"] / 2 ** 20, r["step_s"], time_ratio,
-                r.get("max_batch")))
+                r.get("max_batch"), host))
 
 
 def main():
@@ -208,9 +247,13 @@ def main():
     p.add_argument("--budget", type=float, default=4 * 2 ** 30, help="memory budget in bytes for the largest batch")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--defrag", action="store_true",
+                   help="run under the defragmenting CUDA allocator (how actkit-L5 runs, in a process of its own)")
     args = ap.parse_args()
     if args.batch < 0 or args.steps < 1 or args.budget <= 0:
         ap.error("--batch >= 0, --steps >= 1 and --budget > 0")
+    if args.defrag:
+        actkit.memory.use_defrag_allocator()
     peers(args)
 
 

@@ -71,7 +71,8 @@ def parse_level(level, **overrides):
     parts = ["%s=%s" % (k, _override_text(k, v)) for k, v in overrides.items() if v is not None]
     spec = level.strip() + (":" + ",".join(parts) if parts else "")
     if ":" in level:
-        raise ValueError("actkit: level %r: give overrides as keyword arguments, e.g. compress(m, 'L3', bits=3)" % level)
+        raise ValueError("actkit: level %r: give overrides as keyword arguments, e.g. compress(m, 'L3', bits=3)"
+                         % level)
     try:
         name, canonical, bits, group, mixed, swap, budget, swap_dir, prefetch, defrag = ops.parse_level(spec)
     except RuntimeError as e:

@@ -110,12 +110,22 @@ std::tuple<std::vector<int64_t>, std::vector<double>> sample_bits(const at::Tens
 // naming the bad part.
 using LevelFields = std::tuple<std::string, std::string, double, int64_t, bool, std::string, int64_t, std::string,
                                int64_t, bool>;
+
+// The override's spelling of a swap target (level.h's `swap` values).
+const char* swap_name(actkit::SwapTarget target) {
+  switch (target) {
+    case actkit::SwapTarget::kHost: return "host";
+    case actkit::SwapTarget::kFile: return "file";
+    case actkit::SwapTarget::kNone: break;
+  }
+  return "none";
+}
+
 LevelFields parse_level(const std::string& spec) {
   return translated([&] {
     const actkit::LevelConfig c = actkit::parse_level(spec);
-    const char* swap = c.swap == actkit::SwapTarget::kHost ? "host" : c.swap == actkit::SwapTarget::kFile ? "file" : "none";
-    return LevelFields{c.level,          c.spec, c.bits, int64_t(c.group_size), c.mixed_precision, swap, c.host_budget,
-                       c.swap_dir,       int64_t(c.prefetch), c.defrag_allocator};
+    return LevelFields{c.level,       c.spec,     c.bits,       int64_t(c.group_size), c.mixed_precision,
+                       swap_name(c.swap), c.host_budget, c.swap_dir, int64_t(c.prefetch),   c.defrag_allocator};
   });
 }
 
