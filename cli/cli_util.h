@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "actkit/app/hf_output.h"
+#include "actkit/app/lr_schedule.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/models/zoo.h"
@@ -102,6 +104,20 @@ inline void check_save_hf(const std::string& folder, const std::string& init, bo
                           const std::string& command) {
   app::check_hf_output(folder, init, over_init, command + ": --save-hf");
   files::check_writable_folder(folder);
+}
+
+// --lr-schedule and --lr-warmup-steps, as every training command declares
+// them (the peak is each command's --lr); `plan` holds the command's defaults.
+inline void add_lr_options(CLI::App* command, app::LrPlan* plan) {
+  const std::map<std::string, app::LrSchedule> names{{"cosine", app::LrSchedule::kCosine},
+                                                     {"constant", app::LrSchedule::kConstant}};
+  command->add_option("--lr-schedule", plan->schedule, "After the warm-up: cosine (decay to 0) or constant")
+      ->transform(CLI::CheckedTransformer(names))
+      ->default_str(app::to_string(plan->schedule));
+  command->add_option("--lr-warmup-steps", plan->warmup_steps,
+                      "Steps over which the learning rate rises linearly to --lr (fewer than the run's steps)")
+      ->check(CLI::Range(int64_t(0), app::kMaxLrWarmupSteps))
+      ->capture_default_str();
 }
 
 inline void add_allow_non_finite_flag(CLI::App* command, bool* allow) {

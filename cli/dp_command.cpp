@@ -26,7 +26,7 @@ namespace {
 struct DpFlags {
   app::DpRunConfig run;
   int workers = 2;
-  std::string optimizer = "onebit-adam", level = "L0", link = "process", data = "fashion-mnist", lr_schedule = "cosine";
+  std::string optimizer = "onebit-adam", level = "L0", link = "process", data = "fashion-mnist";
   std::string bandwidth = "unlimited", latency = "0";
   RankFlags rank;
   std::string json_path;
@@ -45,7 +45,6 @@ void finish_config(DpFlags& f) {
   r.level = parse_level(f.level);
   r.link = parse_link_mode(f.link);
   r.data.set = app::parse_data_set(f.data);
-  r.lr_schedule = app::parse_lr_schedule(f.lr_schedule);
   r.egress = {parse_bandwidth(f.bandwidth), parse_latency(f.latency)};
   r.group.backend = f.rank.backend;
   r.validate();
@@ -164,7 +163,7 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--heads", r.shape.heads, "Language models: attention heads")->check(kPositiveNumber)->capture_default_str();
   p->add_option("--seed", r.seed, "Seed for weights and data order")->capture_default_str();
   p->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
-  p->add_option("--lr-schedule", f->lr_schedule, "cosine (decay over the run) or constant")->capture_default_str();
+  add_lr_options(p, &r.lr_plan);
   p->add_option("--weight-decay", r.weight_decay, "Weight decay")->capture_default_str();
   p->add_option("--save", r.save, "Directory for the model and every rank's optimizer state at the end");
   add_save_hf_options(p, &r.save_hf, &r.save_hf_over_init);

@@ -303,7 +303,8 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--dp-warmup-fraction", r.replica_warmup_fraction,
                 "--dp with a 1-bit optimizer: the warm-up as a fraction of the run (without --dp-warmup-steps)")
       ->capture_default_str();
-  p->add_option("--lr", c.lr, "Learning rate")->capture_default_str();
+  p->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
+  add_lr_options(p, &r.lr_plan);
   p->add_option("--weight-decay", c.weight_decay, "Weight decay")->capture_default_str();
   p->add_option("--seed", c.seed, "Seed for weights, data order and rounding")->capture_default_str();
   p->add_option("--init", r.init,

@@ -153,10 +153,11 @@ void add_train_command(CLI::App& app) {
       ->check(kNonNegativeNumber)
       ->capture_default_str();
   train->add_option("--device", c.device, "cpu or cuda[:N]")->capture_default_str();
-  train->add_option("--lr", c.lr, "Initial learning rate, cosine decay (SGD momentum 0.9; gpt2: AdamW, default 1e-3)")
+  train->add_option("--lr", c.lr, "Peak learning rate (SGD momentum 0.9; gpt2: AdamW, default 1e-3)")
       ->check(kPositiveNumber)
       ->capture_default_str()
       ->each([a](const std::string&) { a->lr_given = true; });
+  add_lr_options(train, &c.lr_plan);
   add_json_option(train, &a->json_path);
   add_allow_non_finite_flag(train, &c.allow_non_finite);
   train->add_flag("!--no-compare", a->compare, "Skip the L0 memory comparison step");

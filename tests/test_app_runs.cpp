@@ -179,8 +179,8 @@ TEST(DpRun, ResumesBitForBit) {
   const app::DpRunResult whole = app::run_dp_worker(straight);
   app::DpRunConfig first = small_dp();
   first.steps = 2;
-  first.lr_schedule = app::LrSchedule::kConstant;
-  straight.lr_schedule = app::LrSchedule::kConstant;
+  first.lr_plan.schedule = app::LrSchedule::kConstant;
+  straight.lr_plan.schedule = app::LrSchedule::kConstant;
   straight.group = one_rank();
   const app::DpRunResult reference = app::run_dp_worker(straight);
   first.save = fresh_dir("dp");
@@ -413,6 +413,24 @@ TEST(RunProgress, ANonFiniteLossStopsTheRun) {
   c.lr = 1e30;
   c.steps = 8;
   EXPECT_THROW(app::run_dp_worker(c), Error);
+}
+
+// The rate rises linearly over the warm-up to the peak, then the schedule
+// runs over the steps left: cosine ends near 0, constant stays at the peak.
+TEST(LrSchedule, WarmsUpLinearlyThenRunsTheScheduleOverTheRest) {
+  const app::LrPlan cosine{app::LrSchedule::kCosine, 4};
+  EXPECT_DOUBLE_EQ(app::scheduled_lr(cosine, 1.0, 0, 104), 0.25);
+  EXPECT_DOUBLE_EQ(app::scheduled_lr(cosine, 1.0, 3, 104), 1.0);
+  EXPECT_DOUBLE_EQ(app::scheduled_lr(cosine, 1.0, 4, 104), 1.0);     // the schedule's first step: the peak
+  EXPECT_NEAR(app::scheduled_lr(cosine, 1.0, 54, 104), 0.5, 1e-12);  // half way through the 100 after it
+  EXPECT_LT(app::scheduled_lr(cosine, 1.0, 103, 104), 1e-3);
+  const app::LrPlan constant{app::LrSchedule::kConstant, 2};
+  EXPECT_DOUBLE_EQ(app::scheduled_lr(constant, 3.0, 0, 10), 1.5);
+  EXPECT_DOUBLE_EQ(app::scheduled_lr(constant, 3.0, 9, 10), 3.0);
+  EXPECT_DOUBLE_EQ(app::scheduled_lr(app::LrPlan{}, 1.0, 0, 10), 1.0);  // no warm-up: the peak at once
+  EXPECT_NO_THROW(app::check_lr_plan(cosine, 5, "dp"));
+  EXPECT_THROW(app::check_lr_plan(cosine, 4, "dp"), InvalidInput);  // the whole run warming up
+  EXPECT_THROW(app::check_lr_plan(app::LrPlan{app::LrSchedule::kCosine, -1}, 4, "dp"), InvalidInput);
 }
 
 TEST(PipelineRun, RefusesBadSettings) {

@@ -140,6 +140,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   }
   const int64_t steps_per_epoch = data->steps_per_epoch(world, share);
   const int64_t total = config.steps > 0 ? config.steps : int64_t(config.epochs) * steps_per_epoch;
+  check_lr_plan(config.lr_plan, total, "dp");
   const int64_t warmup = optim::warmup_steps(config.optimizer, config.warmup_steps, config.warmup_fraction, total);
 
   at::manual_seed(int64_t(config.seed));  // the same initial weights on every rank
@@ -164,7 +165,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
                                {"batch", config.accumulate == 1 ? std::to_string(config.batch)
                                                                  : c10::str(config.batch, " x ", config.accumulate)},
                                {"steps", std::to_string(total)},
-                               {"lr", c10::str(config.lr, " ", to_string(config.lr_schedule))},
+                               {"lr", c10::str(config.lr, " ", describe(config.lr_plan))},
                                {"weight decay", c10::str(config.weight_decay)},
                                {"seed", std::to_string(config.seed)}});
   comm.handshake(facts);
@@ -229,7 +230,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   for (int64_t s = start; s < total; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& group : opt->param_groups()) {
-      group.options().set_lr(scheduled_lr(config.lr_schedule, config.lr, s, total));
+      group.options().set_lr(scheduled_lr(config.lr_plan, config.lr, s, total));
     }
     const Batch b = data->rank_batch(s, rank, world, share);
     const bool compressing = opt->compressing();  // before the step that may freeze
@@ -322,7 +323,8 @@ nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
                       {"global_batch", int64_t(r.start.workers) * c.batch * c.accumulate},
                       {"level", c.level.spec},
                       {"lr", c.lr},
-                      {"lr_schedule", to_string(c.lr_schedule)},
+                      {"lr_schedule", to_string(c.lr_plan.schedule)},
+                      {"lr_warmup_steps", c.lr_plan.warmup_steps},
                       {"data", to_string(c.data.set)},
                       {"link", to_string(c.link)},
                       {"backend", to_string(c.group.backend)},

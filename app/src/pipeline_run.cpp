@@ -214,6 +214,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   });
   const int64_t steps = config.steps > 0 ? config.steps : std::max<int64_t>(1, steps_of(config.epochs, train_examples,
                                                                                          per_step));
+  check_lr_plan(config.lr_plan, steps, "pipeline");
   if (source.validation_batches() < 1) {
     throw InvalidInput(c10::str("pipeline: the validation text holds fewer examples than one micro-batch of ",
                                 c.micro_batch_size, "; use a smaller --micro-batch-size or --seq-len"));
@@ -279,7 +280,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   int64_t timed = 0;
   const auto run_start = std::chrono::steady_clock::now();
   for (int64_t step = r.start.first_step; step < steps; ++step) {
-    const pipeline::StepReport s = runner.train_step(step, c.lr);
+    const pipeline::StepReport s = runner.train_step(step, scheduled_lr(config.lr_plan, c.lr, step, steps));
     if (config.save_every > 0 && (step + 1) % config.save_every == 0 && step + 1 < steps) {
       save_checkpoint(step + 1);
     }

@@ -14,6 +14,7 @@
 #include "actkit/app/level_switches.h"
 #include "actkit/app/memory_meter.h"
 #include "actkit/app/run_device.h"
+#include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
 #include "actkit/app/train_step.h"
 #include "actkit/converters/convert.h"
@@ -114,6 +115,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   r.test_examples = data->validation_size();
   const int64_t steps_per_epoch = (r.train_examples + c.batch - 1) / c.batch;
   const int64_t total_steps = steps_per_epoch * c.epochs;
+  check_lr_plan(c.lr_plan, total_steps, "train");
   StepTiming timing;
   meter.reset_peak();
   for (int epoch = 0; epoch < c.epochs; ++epoch) {
@@ -124,7 +126,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
                                         std::min(c.batch, r.train_examples - first));
       const at::Tensor x = b.inputs.to(device), y = b.labels.to(device);
       for (auto& group : opt->param_groups()) {
-        group.options().set_lr(scheduled_lr(LrSchedule::kCosine, c.lr, r.steps, total_steps));
+        group.options().set_lr(scheduled_lr(c.lr_plan, c.lr, r.steps, total_steps));
       }
       const auto t0 = std::chrono::steady_clock::now();
       int64_t before = 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actkit/app/model_defaults.h"
+#include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
 #include "actkit/app/training_data.h"
 #include "actkit/comm/group_config.h"
@@ -40,7 +41,7 @@ struct DpRunConfig {
   int64_t steps = 0;                // 0: `epochs` epochs
   int epochs = 1;
   double lr = 1e-3;                 // peak
-  LrSchedule lr_schedule = LrSchedule::kCosine;
+  LrPlan lr_plan;                   // cosine, no warm-up unless asked
   double weight_decay = 0;
   uint64_t seed = 0;                // weights, data order, rounding
   std::string save;                 // directory for the model and every rank's optimizer state at the end

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
 #include "actkit/app/training_data.h"
 #include "actkit/comm/group_config.h"
@@ -45,6 +46,9 @@ struct PipelineRunConfig {
   std::string save_hf;
   bool save_hf_over_init = false;  // save_hf may be `init` itself (its weights replaced)
   int64_t save_every = 0;  // also checkpoint every N steps
+  // The rate's course over the run (pipeline.lr is the peak): constant by
+  // default, as the pipeline's fidelity runs were made.
+  LrPlan lr_plan{LrSchedule::kConstant, 0};
   double aqsgd_warmup_epochs = 1;  // aqsgd: epochs sent in full precision
   // pipeline.replicas > 1: the optimizer across the replicas of a stage
   // and its 1-bit warm-up (steps >= 0, else that fraction of the run).

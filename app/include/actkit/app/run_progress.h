@@ -1,5 +1,5 @@
-// What the training commands report while they run, and how their
-// learning rate moves over a run.
+// What the training commands report while they run, and how a failure
+// names the phase it happened in.
 #pragma once
 
 #include <cstdint>
@@ -37,15 +37,5 @@ decltype(auto) in_phase(const std::string& context, F&& f) {
     rethrow_with_context(context);
   }
 }
-
-enum class LrSchedule {
-  kCosine,    // from the peak down to 0 over the run: the final model does not hinge on the last steps' noise
-  kConstant,
-};
-const char* to_string(LrSchedule schedule);  // "cosine", "constant"
-// Throws InvalidInput naming the accepted values.
-LrSchedule parse_lr_schedule(const std::string& name);
-// The rate at step `step` (0-based) of `total`.
-double scheduled_lr(LrSchedule schedule, double peak, int64_t step, int64_t total);
 
 }  // namespace actkit::app

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "actkit/app/lr_schedule.h"
 #include "actkit/app/model_defaults.h"
 #include "actkit/app/training_data.h"
 #include "actkit/core/level.h"
@@ -25,7 +26,8 @@ struct TrainConfig {
   uint64_t seed = 0;
   int64_t train_limit = 0;  // first N training examples; 0 = all
   int64_t validation_limit = 0;  // first N test (or validation) examples evaluated; 0 = all
-  double lr = 0.05;         // SGD, momentum 0.9, cosine decay to 0 over the run (language models: AdamW)
+  double lr = 0.05;         // peak; SGD, momentum 0.9 (language models: AdamW)
+  LrPlan lr_plan;           // cosine decay to 0 over the run, no warm-up unless asked
   std::string device = "cpu";  // or "cuda[:N]": model and batches there, data kept on the host
   // Language models (gpt2): the shape; the defaults are actkit pipeline's,
   // so its --init reads what --save writes here.
