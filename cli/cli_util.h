@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -109,10 +108,11 @@ inline void check_save_hf(const std::string& folder, const std::string& init, bo
 // --lr-schedule and --lr-warmup-steps, as every training command declares
 // them (the peak is each command's --lr); `plan` holds the command's defaults.
 inline void add_lr_options(CLI::App* command, app::LrPlan* plan) {
-  const std::map<std::string, app::LrSchedule> names{{"cosine", app::LrSchedule::kCosine},
-                                                     {"constant", app::LrSchedule::kConstant}};
-  command->add_option("--lr-schedule", plan->schedule, "After the warm-up: cosine (decay to 0) or constant")
-      ->transform(CLI::CheckedTransformer(names))
+  command
+      ->add_option_function<std::string>(
+          "--lr-schedule", [plan](const std::string& name) { plan->schedule = app::parse_lr_schedule(name); },
+          "After the warm-up: cosine (decay to 0) or constant")
+      ->check(CLI::IsMember({"cosine", "constant"}))
       ->default_str(app::to_string(plan->schedule));
   command->add_option("--lr-warmup-steps", plan->warmup_steps,
                       "Steps over which the learning rate rises linearly to --lr (fewer than the run's steps)")

@@ -101,6 +101,8 @@ void DpRunConfig::validate() const {
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InvalidInput("dp: --weight-decay: finite and >= 0");
   if (egress.bits_per_second < 0 || egress.latency_seconds < 0) throw InvalidInput("dp: a negative link rate or latency");
   optim::warmup_steps(optimizer, warmup_steps, warmup_fraction, 1);  // range checks
+  // Against the run's steps when they are given (else once the data says).
+  check_lr_plan(lr_plan, steps > 0 ? steps : std::numeric_limits<int64_t>::max(), "dp");
   // Every worker on this machine holds a step of its own batch.
   const int64_t length = is_language_model(model) ? shape.seq_len : options.image_size;
   check_fits_machine(c10::str("dp --batch ", batch), step_memory_floor(model, options, batch, length));

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 
 #include "actkit/app/checkpoint_folder.h"
@@ -135,6 +136,7 @@ void PipelineRunConfig::validate() const {
   if (save_every > 0 && save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
   if ((steps > 0) == (epochs > 0)) throw InvalidInput("pipeline: give exactly one of --steps and --epochs");
   if (steps < 0 || epochs < 0) throw InvalidInput("pipeline: --steps and --epochs must be positive");
+  check_lr_plan(lr_plan, steps > 0 ? steps : std::numeric_limits<int64_t>::max(), "pipeline");
   if (c.replicas > 1) {
     // Each replica's stage 0 would time the pieces itself and could split differently.
     if (c.balance == pipeline::BalanceBy::kTime) throw InvalidInput("pipeline: --balance time with --dp is not supported");
