@@ -30,6 +30,7 @@ struct DpFlags {
   std::string bandwidth = "unlimited", latency = "0";
   RankFlags rank;
   std::string json_path;
+  std::string trace_path;
   bool data_given = false;
 };
 
@@ -50,6 +51,8 @@ void finish_config(DpFlags& f) {
   r.validate();
   // Before the run spends its time (and before any rank starts).
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
+  if (!f.trace_path.empty()) files::check_writable_file(f.trace_path);
+  r.trace_updates = !f.trace_path.empty();
   if (!r.resume.empty()) files::FolderLock::check_free(r.resume);
   if (!r.save.empty()) {
     app::check_checkpoint_folder(r.save, "dp: --save");
@@ -76,6 +79,7 @@ void print_results(const DpFlags& f, const app::DpRunResult& r) {
              r.final_train_loss, r.text ? "validation loss" : "test accuracy", r.evaluation, r.samples_per_s,
              e.warmup_bytes + e.compressed_bytes, e.seconds, 100 * e.seconds / std::max(1e-9, r.run_s));
   if (!f.json_path.empty()) write_json(f.json_path, app::to_json(f.run, r));
+  if (!f.trace_path.empty()) write_json(f.trace_path, app::trace_json(r));
 }
 
 // One worker: the run, with the banner and progress on rank 0.
@@ -170,6 +174,8 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--resume", r.resume, "Continue the run a --save directory holds (same workers and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
+  p->add_option("--optimizer-trace", f->trace_path,
+                "Write every step's c, r and |dx|/|x| of each parameter tensor here (JSON; rank 0's)");
   add_allow_non_finite_flag(p, &r.allow_non_finite);
   set_rank_callback(p, [f] { finish_config(*f); }, [f] { run_rank(*f); }, [f] { launch(*f); });
 }

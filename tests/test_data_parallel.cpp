@@ -246,12 +246,71 @@ TEST(DataParallelOptimizer, OneBitLambRatioIsTheDenominatorsRatio) {
     in.read(c10::str("p", i, ".exp_avg_sq"), frozen);
     in.read(c10::str("p", i, ".fresh_sq"), fresh);
     in.read(c10::str("p", i, ".scalars"), scalars);
-    const double c_avg = scalars[0].item<double>();
+    // ĉ: the coefficients' average, bias-corrected over the k averaged.
+    const double c_avg = scalars[0].item<double>() / (1 - std::pow(0.9, scalars[4].item<double>()));
     const double expected = ((frozen.to(at::kDouble).sqrt() + eps) / (fresh.to(at::kDouble).sqrt() + eps)).max()
                                 .item<double>();
     const double squared = (frozen.to(at::kDouble) / fresh.to(at::kDouble)).max().item<double>();
     ASSERT_GT(std::fabs(squared - expected), 0.01 * expected) << "the test cannot tell the two ratios apart";
     EXPECT_NEAR(opt.coefficients()[i] / c_avg, expected, 1e-5 * expected) << "parameter " << i;
+  }
+}
+
+// LAMB's fallback c = 1 (a zero tensor: a zero-initialised bias at its
+// first step) is applied but not averaged into the coefficient the
+// compression stage uses, and that average is bias-corrected: a tensor
+// whose coefficient stays clipped gets exactly that clip (times r) after
+// the freeze.
+TEST(DataParallelOptimizer, OneBitLambAveragesOnlyMeasuredCoefficients) {
+  torch::manual_seed(3);
+  auto bias = torch::zeros({16}).requires_grad_(true);
+  auto weight = torch::randn({16, 16}).requires_grad_(true);
+  const auto target = torch::randn({16});
+  optim::OneBitLambOptions no_ratio;
+  no_ratio.r_min = no_ratio.r_max = 1;  // c = ĉ exactly after the freeze
+  optim::Lamb opt({bias, weight}, optim::LambOptions(0.01).c_min(0.02).c_max(0.05),
+                  {nullptr, optim::Exchange::kOneBit, 3}, no_ratio);
+  for (int s = 0; s < 5; ++s) {
+    bias.mutable_grad() = torch::Tensor();
+    weight.mutable_grad() = torch::Tensor();
+    ((weight.matmul(torch::ones({16})) + bias - target).pow(2).sum()).backward();
+    opt.step();
+    if (s == 0) EXPECT_EQ(opt.coefficients()[0], 1.0) << "the zero bias's first step falls back to c = 1";
+  }
+  ASSERT_TRUE(opt.compressing());
+  // The bias's three warm-up coefficients: the fallback 1, then two clipped
+  // at c_min (its values are small against its update); the weight's three
+  // clipped at c_max. With the 1 averaged in, the bias would step with
+  // 0.1·(0.81 + 0.9·0.02 + 0.02) = 0.085; without the correction, 0.0038.
+  EXPECT_NEAR(opt.coefficients()[0], 0.02, 1e-9);
+  EXPECT_NEAR(opt.coefficients()[1], 0.05, 1e-9);
+}
+
+// Rows that no warm-up gradient reached (a position table longer than the
+// sequences) stay where they are in the compression stage: 1-bit coding
+// would send ±scale for their zero momentum and move them every step.
+TEST(DataParallelOptimizer, ElementsNoWarmupGradientReachedStayPut) {
+  for (const std::string algo : {"adam", "lamb"}) {
+    torch::manual_seed(5);
+    auto table = torch::randn({8, 4}).requires_grad_(true);
+    const auto target = torch::randn({4, 4});
+    const at::Tensor unused_before = table.detach().narrow(0, 4, 4).clone();
+    optim::ExchangeOptions eo{nullptr, optim::Exchange::kOneBit, 3};
+    std::unique_ptr<optim::DataParallelOptimizer> opt;
+    if (algo == "adam") {
+      opt = std::make_unique<optim::Adam>(std::vector<torch::Tensor>{table}, optim::AdamOptions(0.05), eo);
+    } else {
+      opt = std::make_unique<optim::Lamb>(std::vector<torch::Tensor>{table}, optim::LambOptions(0.05), eo);
+    }
+    for (int s = 0; s < 10; ++s) {
+      table.mutable_grad() = torch::Tensor();
+      (table.narrow(0, 0, 4) - target).pow(2).sum().backward();  // rows 4..7: gradient exactly 0
+      opt->step();
+    }
+    ASSERT_TRUE(opt->compressing()) << algo;
+    EXPECT_EQ(opt->masked_elements(), 16) << algo;
+    EXPECT_TRUE(at::equal(table.detach().narrow(0, 4, 4), unused_before)) << algo << ": the unused rows moved";
+    EXPECT_FALSE(at::equal(table.detach().narrow(0, 0, 4), target)) << algo;
   }
 }
 

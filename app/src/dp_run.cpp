@@ -228,6 +228,10 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   double warmup_s = 0, compressed_s = 0;
   int64_t warmup_timed = 0, compressed_timed = 0;
   const int64_t start = r.start.first_step;
+  if (leader && config.trace_updates) {
+    opt->trace_updates(true);
+    for (const auto& item : model->named_parameters()) r.parameter_names.push_back(item.key());
+  }
   const auto run_start = std::chrono::steady_clock::now();
   for (int64_t s = start; s < total; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -247,6 +251,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
       ++warmup_timed;
     }
     r.train_losses.push_back(loss.item<double>());
+    if (leader && config.trace_updates && !opt->last_step_skipped()) {
+      r.trace.push_back({s + 1, opt->param_groups()[0].options().get_lr(), compressing, opt->last_update_trace()});
+    }
     check_finite_loss(r.train_losses.back(), s + 1, rank, config.allow_non_finite);
     if (leader && callbacks.on_step) {
       callbacks.on_step({s + 1, total, r.train_losses.back(), double(world * share) / dt, false, compressing});
@@ -254,6 +261,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   }
   r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   r.exchange = opt->exchange_stats();
+  r.masked_elements = opt->masked_elements();
   const std::string after = c10::str("dp: rank ", rank, ": after ", total, " steps of training");
   // The checkpoint first: nothing that fails after training loses it.
   if (!config.save.empty()) {
@@ -336,6 +344,7 @@ nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
                       {"start_step", r.start.first_step},
                       {"warmup_steps", r.start.warmup_steps},
                       {"skipped_steps", e.skipped_steps},
+                      {"masked_elements", r.masked_elements},
                       {"samples_per_s", r.samples_per_s},
                       {"step_time_warmup_s", r.warmup_step_s},
                       {"step_time_compressed_s", r.compressed_step_s},
@@ -348,6 +357,21 @@ nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
                       {"train_losses", r.train_losses}};
   j[r.text ? "val_loss" : "val_accuracy"] = r.evaluation;
   return j;
+}
+
+nlohmann::json trace_json(const DpRunResult& result) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const DpRunResult::TracedStep& t : result.trace) {
+    std::vector<double> c, ratio, update;
+    for (const optim::UpdateTrace& u : t.tensors) {
+      c.push_back(u.coefficient);
+      ratio.push_back(u.ratio);
+      update.push_back(u.update_ratio);
+    }
+    steps.push_back({{"step", t.step}, {"lr", t.lr}, {"compressing", t.compressing}, {"c", c}, {"r", ratio},
+                     {"update_ratio", update}});
+  }
+  return {{"parameters", result.parameter_names}, {"steps", steps}};
 }
 
 }  // namespace actkit::app

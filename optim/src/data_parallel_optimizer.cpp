@@ -12,7 +12,8 @@ namespace actkit::optim {
 namespace {
 
 // Version 1 of the checkpoint's layout (docs/formats.md, "optimizer checkpoints").
-constexpr int64_t kCheckpointVersion = 1;
+// 2: LAMB's count of averaged coefficients and the masks of the compression stage.
+constexpr int64_t kCheckpointVersion = 2;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -105,11 +106,39 @@ torch::Tensor DataParallelOptimizer::step(LossClosure closure) {
       }
     }
     freeze(fused);
-    for (Param& p : fused) p.state->frozen_step = p.state->step;
+    for (Param& p : fused) {
+      p.state->frozen_step = p.state->step;
+      // v sums the squares of every averaged warm-up gradient: exactly 0
+      // where each of them was 0 (on every rank).
+      const at::Tensor live = p.state->exp_avg_sq.ne(0);
+      if (!live.all().item<bool>()) p.state->live = live;
+    }
     allreduce_ = std::make_unique<CompressedAllreduce>(exchange_.comm, fused_numel_);
     frozen_ = true;
   }
   return loss;
+}
+
+namespace {
+// ‖after − before‖ / ‖before‖ (0 for a zero tensor).
+double relative_update(const at::Tensor& before, const at::Tensor& after) {
+  const double norm = before.norm().item<double>();
+  return norm > 0 ? (after.detach() - before).norm().item<double>() / norm : 0.0;
+}
+}  // namespace
+
+std::vector<UpdateTrace> DataParallelOptimizer::last_update_trace() const {
+  std::vector<UpdateTrace> out;
+  for (const auto& s : states_) out.push_back({s->last_coefficient, s->ratio, s->last_update_ratio});
+  return out;
+}
+
+int64_t DataParallelOptimizer::masked_elements() const {
+  int64_t n = 0;
+  for (const auto& s : states_) {
+    if (s->live.defined()) n += s->live.numel() - s->live.sum().item<int64_t>();
+  }
+  return n;
 }
 
 bool DataParallelOptimizer::warmup_step(std::vector<Param>& params) {
@@ -161,7 +190,9 @@ bool DataParallelOptimizer::warmup_step(std::vector<Param>& params) {
     if (any_rank[k] > 0) {
       // A single process hands the gradient itself on, as LibTorch's optimizers see it.
       const torch::Tensor grad = world == 1 ? p.tensor.grad() : buffer.narrow(0, offset, n).view_as(p.tensor);
+      const at::Tensor before = trace_ ? p.tensor.detach().clone() : at::Tensor();
       warmup_update(p, grad);
+      if (trace_) p.state->last_update_ratio = relative_update(before, p.tensor);
     }
     offset += n;
   }
@@ -188,7 +219,11 @@ bool DataParallelOptimizer::compressed_step(std::vector<Param>& params) {
   for (int64_t i : layout_) {
     Param& p = params[size_t(i)];
     const int64_t n = p.tensor.numel();
-    compressed_update(p, fused.narrow(0, offset, n).view_as(p.tensor));
+    at::Tensor m = fused.narrow(0, offset, n).view_as(p.tensor);
+    if (p.state->live.defined()) m.mul_(p.state->live);
+    const at::Tensor before = trace_ ? p.tensor.detach().clone() : at::Tensor();
+    compressed_update(p, m);
+    if (trace_) p.state->last_update_ratio = relative_update(before, p.tensor);
     offset += n;
   }
   return true;
@@ -216,8 +251,10 @@ void DataParallelOptimizer::save(torch::serialize::OutputArchive& archive) const
     const std::string k = c10::str("p", i, ".");
     archive.write(k + "step", c10::IValue(s.step));
     archive.write(k + "frozen_step", c10::IValue(s.frozen_step));
-    archive.write(k + "scalars", torch::tensor({s.c_avg, s.ratio, s.momentum_scale, s.last_coefficient},
+    archive.write(k + "scalars", torch::tensor({s.c_avg, s.ratio, s.momentum_scale, s.last_coefficient,
+                                                double(s.c_updates)},
                                                torch::kDouble));
+    if (s.live.defined()) archive.write(k + "live", s.live);
     if (s.exp_avg.defined()) archive.write(k + "exp_avg", s.exp_avg);
     if (s.exp_avg_sq.defined()) archive.write(k + "exp_avg_sq", s.exp_avg_sq);
     if (s.fresh_sq.defined()) archive.write(k + "fresh_sq", s.fresh_sq);
@@ -270,14 +307,22 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
     s->frozen_step = v.toInt();
     at::Tensor scalars;
     archive.read(k + "scalars", scalars);
+    if (scalars.scalar_type() != at::kDouble || scalars.numel() != 5) {
+      refuse(c10::str("parameter ", i, " has ", scalars.numel(), " scalars, not 5"));
+    }
     s->c_avg = scalars[0].item<double>();
     s->ratio = scalars[1].item<double>();
     s->momentum_scale = scalars[2].item<double>();
     s->last_coefficient = scalars[3].item<double>();
+    s->c_updates = int64_t(scalars[4].item<double>());
     at::Tensor t;
     if (archive.try_read(k + "exp_avg", t)) s->exp_avg = t.clone();
     if (archive.try_read(k + "exp_avg_sq", t)) s->exp_avg_sq = t.clone();
     if (archive.try_read(k + "fresh_sq", t)) s->fresh_sq = t.clone();
+    if (archive.try_read(k + "live", t)) {
+      if (t.scalar_type() != at::kBool || t.numel() != shapes[i]) refuse(c10::str("parameter ", i, "'s mask"));
+      s->live = t.clone();
+    }
     states.push_back(std::move(s));
   }
   archive.read("steps", v);

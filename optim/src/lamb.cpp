@@ -31,6 +31,15 @@ torch::Tensor direction(const LambOptions& o, const torch::Tensor& x, const torc
 
 }  // namespace
 
+double Lamb::frozen_coefficient(const State& s) const {
+  // The average of the warm-up's coefficients, bias-corrected as Adam's
+  // moments are: c_avg starts at 0, so after k of them it holds only
+  // 1 - beta3^k of their level (75 % after 13). No measured coefficient at
+  // all: LAMB's own fallback, 1.
+  if (s.c_updates == 0) return 1.0;
+  return s.c_avg / (1 - std::pow(onebit_.beta3, double(s.c_updates)));
+}
+
 Lamb::Lamb(std::vector<torch::optim::OptimizerParamGroup> groups, LambOptions defaults, ExchangeOptions exchange,
            OneBitLambOptions onebit)
     : DataParallelOptimizer(std::move(groups), std::make_unique<LambOptions>(defaults), exchange, "lamb"),
@@ -65,8 +74,15 @@ void Lamb::warmup_update(Param& p, const torch::Tensor& grad) {
   const double weight_norm = p.tensor.norm().item<double>();
   const double update_norm = u.norm().item<double>();
   double c = 1;
-  if (weight_norm > 0 && update_norm > 0) c = std::clamp(weight_norm / update_norm, o.c_min(), o.c_max());
-  s.c_avg = onebit_.beta3 * s.c_avg + (1 - onebit_.beta3) * c;
+  if (weight_norm > 0 && update_norm > 0) {
+    c = std::clamp(weight_norm / update_norm, o.c_min(), o.c_max());
+    // Only a measured coefficient goes into the average the compression
+    // stage scales by (DeepSpeed's rule): the fallback 1 of a zero tensor
+    // (a zero-initialised bias at its first step) is no measure of its
+    // layer and would be 3-100x the clipped ones.
+    s.c_avg = onebit_.beta3 * s.c_avg + (1 - onebit_.beta3) * c;
+    ++s.c_updates;
+  }
   s.last_coefficient = c;
   p.tensor.add_(u, -o.lr() * c);
 }
@@ -115,7 +131,7 @@ void Lamb::compressed_update(Param& p, const torch::Tensor& scaled) {
   r = std::clamp(r, (1 - onebit_.r_threshold) * s.ratio, (1 + onebit_.r_threshold) * s.ratio);
   r = std::clamp(r, onebit_.r_min, onebit_.r_max);
   s.ratio = r;
-  const double c = r * s.c_avg;
+  const double c = r * frozen_coefficient(s);
   s.last_coefficient = c;
   p.tensor.add_(direction(o, p.tensor, s.exp_avg, s.exp_avg_sq), -o.lr() * c);
 }

@@ -53,6 +53,9 @@ struct DpRunConfig {
   std::string save_hf;  // with `init`: rank 0 writes the trained model here as a Hugging Face folder
   bool save_hf_over_init = false;  // save_hf may be `init` itself (its weights replaced)
   bool allow_non_finite = false;    // train on past a NaN or infinite loss
+  // Rank 0 records each step's c, r and ‖Δx‖/‖x‖ of every tensor
+  // (DpRunResult::trace; a copy of the parameters per step).
+  bool trace_updates = false;
   LinkMode link = LinkMode::kProcess;
   LinkSpec egress;                  // each worker's link (rate 0 where tc shapes it)
   GroupConfig group;                // this rank, the rendezvous, the timeout, the backend
@@ -90,6 +93,17 @@ struct DpRunResult {
   double run_s = 0, samples_per_s = 0;
   double warmup_step_s = 0, compressed_step_s = 0;  // mean step, each stage's first excluded
   optim::ExchangeStats exchange;     // rank 0's
+  int64_t masked_elements = 0;       // momentum elements zeroed in the 1-bit stage (no warm-up gradient)
+  // With trace_updates: the parameters' names, and per step run its rate,
+  // whether it was compressed, and every parameter's trace.
+  struct TracedStep {
+    int64_t step = 0;
+    double lr = 0;
+    bool compressing = false;
+    std::vector<optim::UpdateTrace> tensors;
+  };
+  std::vector<std::string> parameter_names;
+  std::vector<TracedStep> trace;
   // Per step of each stage of the exchange, rank 0's bytes.
   int64_t warmup_bytes_per_step() const;
   int64_t compressed_bytes_per_step() const;
@@ -103,5 +117,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
 
 // The results as `actkit dp --json` writes them.
 nlohmann::json to_json(const DpRunConfig& config, const DpRunResult& result);
+// The trace as `actkit dp --optimizer-trace` writes it: {"parameters":
+// [names], "steps": [{"step", "lr", "compressing", "c": [..], "r": [..],
+// "update_ratio": [..]}]}, one entry of each list per parameter.
+nlohmann::json trace_json(const DpRunResult& result);
 
 }  // namespace actkit::app

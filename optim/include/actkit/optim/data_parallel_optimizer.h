@@ -66,6 +66,13 @@ struct ExchangeStats {
   double seconds = 0;  // in the exchange, waits for slower ranks included
 };
 
+// One parameter tensor's last update, when tracing (trace_updates()).
+struct UpdateTrace {
+  double coefficient = 0;    // LAMB: the layer-wise scaling c of the step (0 for Adam)
+  double ratio = 1;          // 1-bit LAMB: the variance ratio r of the step (1 in the warm-up; 1 for Adam)
+  double update_ratio = 0;   // ‖Δx‖ / ‖x‖ of the step (0 for a zero tensor or no update)
+};
+
 class DataParallelOptimizer : public torch::optim::Optimizer {
  public:
   torch::Tensor step(LossClosure closure = nullptr) override;
@@ -83,6 +90,17 @@ class DataParallelOptimizer : public torch::optim::Optimizer {
   int64_t fused_numel() const { return fused_numel_; }
   // Facts every rank must share ("name", "value"), for a startup handshake.
   std::vector<std::pair<std::string, std::string>> handshake_facts() const;
+  // From now on, record every tensor's relative update of each step (a copy
+  // of each parameter per step while on; for studying the freeze).
+  void trace_updates(bool on) { trace_ = on; }
+  // The last step's trace of every parameter, in group order (zeros before
+  // tracing or for parameters not updated).
+  std::vector<UpdateTrace> last_update_trace() const;
+  // Elements masked in the compression stage: those whose averaged gradient
+  // was exactly zero at every warm-up step (positions past the sequence
+  // length, say). 1-bit coding cannot send their zero, so their momentum is
+  // zeroed after each exchange instead of drifting by ±scale.
+  int64_t masked_elements() const;
 
  protected:
   // Per-parameter state of both algorithms; what LAMB alone uses stays
@@ -97,6 +115,9 @@ class DataParallelOptimizer : public torch::optim::Optimizer {
     double ratio = 1;            // LAMB: r of the last step
     double momentum_scale = 1;   // LAMB: the momentum scale coefficient (§4.3), fixed at the freeze
     double last_coefficient = 0; // LAMB: c of the last step (reported)
+    int64_t c_updates = 0;       // LAMB: warm-up coefficients averaged into c_avg (its bias correction)
+    torch::Tensor live;          // from the freeze: false where every warm-up gradient was 0 (undefined: none)
+    double last_update_ratio = 0;  // ‖Δx‖/‖x‖ of the last update, when tracing
   };
   struct Param {
     torch::Tensor tensor;
@@ -136,6 +157,7 @@ class DataParallelOptimizer : public torch::optim::Optimizer {
   int64_t fused_numel_ = 0;
   std::unique_ptr<CompressedAllreduce> allreduce_;
   ExchangeStats stats_;
+  bool trace_ = false;
 };
 
 }  // namespace actkit::optim

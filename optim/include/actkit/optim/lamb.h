@@ -6,8 +6,9 @@
 //   u ← m / (√v + ε) + wd·x
 //   c ← clip(‖x‖ / ‖u‖, c_min, c_max)  (1 when either norm is 0)
 //   x ← x − lr·c·u
-// and c_avg ← β3·c_avg + (1 − β3)·c, the moving average the compression
-// stage starts from. No bias correction, as in eq. (2).
+// and, when c was measured (both norms > 0; DeepSpeed's rule),
+// c_avg ← β3·c_avg + (1 − β3)·c, the moving average the compression stage
+// starts from. No bias correction of m and v, as in eq. (2).
 //
 // 1-bit LAMB, after the warm-up (Algorithm 1, lines 4–23): at the freeze,
 // v_f ← v (frozen), the fresh variance starts from v, and each tensor's
@@ -21,7 +22,12 @@
 //        finite). Line 17 of Algorithm 1 prints the ratio of the variances;
 //        this is the ratio of the update's denominators, as the authors'
 //        DeepSpeed code computes it (docs/data-parallel.md: why, measured).
-//   c ← r·c_avg;  x ← x − lr·c·(m / (√v_f + ε) + wd·x)
+//   c ← r·ĉ;  x ← x − lr·c·(m / (√v_f + ε) + wd·x)
+// with ĉ = c_avg / (1 − β3^k) over the k coefficients averaged (1 if none):
+// at the paper's warm-ups of thousands of steps ĉ = c_avg; at a short one
+// c_avg alone would hold 1 − β3^k of the coefficients' level. Elements
+// whose gradient was 0 at every warm-up step keep a zero momentum (the
+// base class's mask).
 #pragma once
 
 #include "actkit/optim/data_parallel_optimizer.h"
@@ -67,6 +73,8 @@ class Lamb : public DataParallelOptimizer {
   void freeze(std::vector<Param>& params) override;
 
  private:
+  // ĉ of the compression stage (see above).
+  double frozen_coefficient(const State& s) const;
   OneBitLambOptions onebit_;
 };
 
