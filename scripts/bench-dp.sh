@@ -5,7 +5,7 @@
 # with the same steps and seed; and the pipeline with replicas, every
 # exchange compressed or none.
 #
-#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|pipeline|all] [OUT_DIR]
+#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|onebit|pipeline|all] [OUT_DIR]
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-dp); the tables go to stdout.
@@ -146,6 +146,33 @@ for algo in ["lamb", "adam"]:
 PY
 }
 
+# 1-bit LAMB and 1-bit Adam at the paper's warm-up share, run long enough
+# for a 26-step warm-up (16.7 % of 156 steps): 4 workers × batch 8 × 8
+# accumulated (a global batch of 256), five seeds, each 1-bit optimizer
+# against its full-precision twin of the same seed; Adam's rate swept first
+# (with an 8-step rate warm-up) and the best used for both Adams. Every run
+# also writes its per-tensor trace (--optimizer-trace). About 25 minutes
+# unloaded on the build machine.
+onebit() {
+  local s lr best b=(--workers 4 --data fortunes --batch 8 --accumulate 8 --steps 156)
+  read -r -a ob_seeds <<< "${SEEDS:-1 2 3 4 5}"
+  traced() { local name=$1; shift; [[ -f $out/$name.json ]] || run "$name" "$@" --optimizer-trace "$out/$name.trace.json"; }
+  for s in "${ob_seeds[@]}"; do
+    traced "n156-lamb-s$s" "${b[@]}" --optimizer lamb --lr 0.01 --seed "$s"
+    traced "n156-olamb-w26-s$s" "${b[@]}" --optimizer onebit-lamb --warmup-steps 26 --lr 0.01 --seed "$s"
+  done
+  for lr in 0.001 0.003 0.01; do
+    traced "n156-adam-lr$lr-s1" "${b[@]}" --optimizer adam --lr "$lr" --lr-warmup-steps 8 --seed 1
+  done
+  best=$(python3 -c 'import json,sys; print(min(sys.argv[2:], key=lambda lr: json.load(open(f"{sys.argv[1]}/n156-adam-lr{lr}-s1.json"))["val_loss"]))' "$out" 0.001 0.003 0.01)
+  for s in "${ob_seeds[@]}"; do
+    traced "n156-adam-lr$best-s$s" "${b[@]}" --optimizer adam --lr "$best" --lr-warmup-steps 8 --seed "$s"
+    traced "n156-oadam-lr$best-w26-s$s" "${b[@]}" --optimizer onebit-adam --warmup-steps 26 --lr "$best" \
+      --lr-warmup-steps 8 --seed "$s"
+  done
+  python3 scripts/onebit_table.py "$out" "$best" "${ob_seeds[@]}"
+}
+
 # End-to-end compression (AQ-SGD §4.3): 2 stages × 2 replicas of the
 # pipeline benchmark's GPT-2 (4 blocks of 128, 128-byte sequences),
 # fine-tuned for 150 steps from its pretrained checkpoint on 400 fortunes
@@ -204,8 +231,9 @@ case "$what" in
   convergence) convergence ;;
   convergence-resnet) convergence_resnet ;;
   large-batch) large_batch ;;
+  onebit) onebit ;;
   pipeline) pipeline_dp ;;
-  all) speed; convergence; convergence_resnet; large_batch; pipeline_dp ;;
-  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|pipeline|all] [OUT_DIR]" >&2
+  all) speed; convergence; convergence_resnet; large_batch; onebit; pipeline_dp ;;
+  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|onebit|pipeline|all] [OUT_DIR]" >&2
      exit 2 ;;
 esac
