@@ -85,6 +85,16 @@ def main():
                   fp32_bytes / 2 / total, paper, jump(tw, warm, emb), jump(twin_trace, warm, emb),
                   jump(tw, warm, None), jump(twin_trace, warm, None)))
         print("", end="")
+    try:
+        tw = trace(out, pairs[0][3] % seeds[0])
+        r_end = sorted(tw["steps"][-1]["r"])
+        at_min = sum(1 for r in r_end if r <= 0.5 + 1e-9)
+        print("\n1-bit LAMB's r at the last step, seed %s, over its %d tensors: median %.3f, range %.3f–%.3f, %d at r_min "
+              "(0.5); masked momentum elements (no warm-up gradient): %d." % (
+                  seeds[0], len(r_end), statistics.median(r_end), r_end[0], r_end[-1], at_min,
+                  load(out, pairs[0][3] % seeds[0])["masked_elements"]))
+    except (OSError, KeyError, IndexError):
+        pass
     print("\n(÷ twin: the 1-bit run's validation loss over its twin's, less 1. t: the mean of those over its standard "
           "error; |t| above %.2f is significant at 5 %% for n = %d. The paper's count sends the warm-up at fp16 too and "
           "compares with fp16 all the way. ‖Δx‖/‖x‖: mean over the 3 steps after the freeze ÷ the 3 before, seed %s.)"

@@ -319,9 +319,13 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
     if (archive.try_read(k + "exp_avg", t)) s->exp_avg = t.clone();
     if (archive.try_read(k + "exp_avg_sq", t)) s->exp_avg_sq = t.clone();
     if (archive.try_read(k + "fresh_sq", t)) s->fresh_sq = t.clone();
-    if (archive.try_read(k + "live", t)) {
-      if (t.scalar_type() != at::kBool || t.numel() != shapes[i]) refuse(c10::str("parameter ", i, "'s mask"));
-      s->live = t.clone();
+    // A tensor of its own: reading into a defined tensor (`t`, float)
+    // copies into it and would keep its type.
+    if (at::Tensor live; archive.try_read(k + "live", live)) {
+      if (live.scalar_type() != at::kBool || live.numel() != shapes[i]) {
+        refuse(c10::str("parameter ", i, "'s mask is not ", shapes[i], " booleans"));
+      }
+      s->live = live.clone();
     }
     states.push_back(std::move(s));
   }
