@@ -156,7 +156,12 @@ PY
 onebit() {
   local s lr best b=(--workers 4 --data fortunes --batch 8 --accumulate 8 --steps 156)
   read -r -a ob_seeds <<< "${SEEDS:-1 2 3 4 5}"
-  traced() { local name=$1; shift; [[ -f $out/$name.json ]] || run "$name" "$@" --optimizer-trace "$out/$name.trace.json"; }
+  # A run that diverges goes on to the end (its loss NaN), so that it is counted, not lost.
+  traced() {
+    local name=$1
+    shift
+    [[ -f $out/$name.json ]] || run "$name" "$@" --allow-non-finite --optimizer-trace "$out/$name.trace.json"
+  }
   for s in "${ob_seeds[@]}"; do
     traced "n156-lamb-s$s" "${b[@]}" --optimizer lamb --lr 0.01 --seed "$s"
     traced "n156-olamb-w26-s$s" "${b[@]}" --optimizer onebit-lamb --warmup-steps 26 --lr 0.01 --seed "$s"

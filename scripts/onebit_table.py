@@ -25,6 +25,10 @@ def trace(out, name):
         return json.load(f)
 
 
+def finite(x):
+    return x is not None and math.isfinite(x)
+
+
 def spread(values):
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
     return statistics.fmean(values), sd
@@ -63,11 +67,13 @@ def main():
         fp32_bytes = twins[0]["bytes_total"]
         tm, tsd = spread([t["val_loss"] for t in twins])
         print("| %s | 0 | %.4f ± %.4f | 1 | | | %d | 1.00× | 0.50× | | | |" % (twin_label, tm, tsd, fp32_bytes))
-        ratios = [r["val_loss"] / t["val_loss"] - 1 for r, t in zip(runs, twins)]
+        diverged = [s for s, r in zip(seeds, runs) if not finite(r["val_loss"])]
+        kept = [(r, t) for r, t in zip(runs, twins) if finite(r["val_loss"])]
+        ratios = [r["val_loss"] / t["val_loss"] - 1 for r, t in kept]
         m, sd = spread(ratios)
         t_stat = m / (sd / math.sqrt(len(ratios))) if sd > 0 else float("inf")
         significant = abs(t_stat) > T_CRIT.get(len(ratios), 2.0)
-        rm, rsd = spread([r["val_loss"] for r in runs])
+        rm, rsd = spread([r["val_loss"] for r, _ in kept])
         r0 = runs[0]
         warm, steps = r0["warmup_steps"], r0["steps"]
         total = r0["bytes_total"]
@@ -77,7 +83,10 @@ def main():
         tw = trace(out, name % seeds[0])
         emb = tw["parameters"].index("wte.weight")
         twin_trace = trace(out, twin_name % seeds[0])
-        per_seed = " / ".join("%+.2f %%" % (100 * x) for x in ratios)
+        per_seed = " / ".join("%+.2f %%" % (100 * (r["val_loss"] / t["val_loss"] - 1)) if finite(r["val_loss"])
+                              else "diverged" for r, t in zip(runs, twins))
+        if diverged:
+            per_seed += " (seed %s diverged; mean and t over the others)" % ", ".join(diverged)
         print("| %s | %d | %.4f ± %.4f | %s | %+.2f %% ± %.2f | %.2f%s | %d | %.2f× | %.2f× | %.2f× | %.1f× (twin %.1f×) | "
               "%.1f× (twin %.1f×) |" % (
                   label, warm, rm, rsd, per_seed, 100 * m, 100 * sd, t_stat,
