@@ -22,24 +22,11 @@ void check(const LambOptions& o) {
   }
 }
 
-// The update direction u = m / (√v + ε) + wd·x; with `bound` > 0 each
-// element of m / (√v + ε) is first clipped to [-bound, bound].
-torch::Tensor direction(const LambOptions& o, const torch::Tensor& x, const torch::Tensor& m, const torch::Tensor& v,
-                        double bound = 0) {
+// The update direction u = m / (√v + ε) + wd·x.
+torch::Tensor direction(const LambOptions& o, const torch::Tensor& x, const torch::Tensor& m, const torch::Tensor& v) {
   torch::Tensor u = m / (v.sqrt() + o.eps());
-  if (bound > 0) u.clamp_(-bound, bound);
   if (o.weight_decay() != 0) u.add_(x, o.weight_decay());
   return u;
-}
-
-// The largest |m / √v| LAMB's moments allow for any gradients: by
-// Cauchy-Schwarz on m = (1-β1) Σ β1^k g and v = (1-β2) Σ β2^k g²,
-// |m| / √v <= (1-β1) / √((1-β2)(1 - β1²/β2)); 7.27 at (0.9, 0.999). None
-// (0) when β1² >= β2.
-double moment_ratio_bound(const LambOptions& o) {
-  const double q = o.beta1() * o.beta1() / o.beta2();
-  if (q >= 1) return 0;
-  return (1 - o.beta1()) / std::sqrt((1 - o.beta2()) * (1 - q));
 }
 
 }  // namespace
@@ -146,12 +133,7 @@ void Lamb::compressed_update(Param& p, const torch::Tensor& scaled) {
   s.ratio = r;
   const double c = r * frozen_coefficient(s);
   s.last_coefficient = c;
-  // The 1-bit momentum gives every element about its chunk's magnitude; an
-  // element whose frozen variance is tiny (a gradient that is zero but for
-  // rounding: attention's key bias) would then step by scale/√v_f, many
-  // times its own size, and nothing in c sees it. Clipped to what LAMB
-  // itself can produce for any gradients, it steps at most as LAMB could.
-  p.tensor.add_(direction(o, p.tensor, s.exp_avg, s.exp_avg_sq, moment_ratio_bound(o)), -o.lr() * c);
+  p.tensor.add_(direction(o, p.tensor, s.exp_avg, s.exp_avg_sq), -o.lr() * c);
 }
 
 }  // namespace actkit::optim

@@ -22,15 +22,10 @@
 //        finite). Line 17 of Algorithm 1 prints the ratio of the variances;
 //        this is the ratio of the update's denominators, as the authors'
 //        DeepSpeed code computes it (docs/data-parallel.md: why, measured).
-//   c ← r·ĉ;  x ← x − lr·c·(clip(m / (√v_f + ε), ±B) + wd·x)
+//   c ← r·ĉ;  x ← x − lr·c·(m / (√v_f + ε) + wd·x)
 // with ĉ = c_avg / (1 − β3^k) over the k coefficients averaged (1 if none):
 // at the paper's warm-ups of thousands of steps ĉ = c_avg; at a short one
-// c_avg alone would hold 1 − β3^k of the coefficients' level. B =
-// (1 − β1)/√((1 − β2)(1 − β1²/β2)) (7.27 at the defaults) is the largest
-// |m/√v| LAMB's own moments reach for any gradients: the 1-bit momentum
-// gives each element about its chunk's magnitude, and an element with a
-// tiny frozen variance (a gradient zero but for rounding, as attention's key
-// bias has) would otherwise step by orders of magnitude more. Elements
+// c_avg alone would hold 1 − β3^k of the coefficients' level. Elements
 // whose gradient was 0 at every warm-up step keep a zero momentum (the
 // base class's mask).
 #pragma once
