@@ -175,6 +175,18 @@ onebit() {
     traced "n156-oadam-lr$best-w26-s$s" "${b[@]}" --optimizer onebit-adam --warmup-steps 26 --lr "$best" \
       --lr-warmup-steps 8 --seed "$s"
   done
+  # The suspects at 80 steps (seed 1): a 13-step freeze, and a rate warm-up with it and with LAMB alone; and the
+  # rate warm-up with the 26-step freeze.
+  local short=(--workers 4 --data fortunes --batch 8 --accumulate 8 --steps 80 --lr 0.01 --seed 1)
+  traced lamb-s1 "${short[@]}" --optimizer lamb
+  traced lamb-lrw8-s1 "${short[@]}" --optimizer lamb --lr-warmup-steps 8
+  traced olamb-w13-s1 "${short[@]}" --optimizer onebit-lamb --warmup-steps 13
+  traced olamb-w13-lrw8-s1 "${short[@]}" --optimizer onebit-lamb --warmup-steps 13 --lr-warmup-steps 8
+  traced n156-olamb-w26-lrw8-s1 "${b[@]}" --optimizer onebit-lamb --warmup-steps 26 --lr 0.01 --lr-warmup-steps 8 \
+    --seed 1
+  for name in lamb-s1 lamb-lrw8-s1 olamb-w13-s1 olamb-w13-lrw8-s1 n156-lamb-s1 n156-olamb-w26-lrw8-s1; do
+    python3 -c 'import json,sys; print(sys.argv[2], json.load(open(sys.argv[1]))["val_loss"])' "$out/$name.json" "$name"
+  done
   python3 scripts/onebit_table.py "$out" "$best" "${ob_seeds[@]}"
 }
 
