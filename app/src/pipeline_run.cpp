@@ -222,7 +222,8 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
                                 c.micro_batch_size, "; use a smaller --micro-batch-size or --seq-len"));
   }
   c.run = c10::str("data=", to_string(d.set), " examples=", train_examples, " limit=", d.train_limit, " steps=", steps,
-                   " validation=", source.validation_batches(), " init=", config.init.empty() ? "no" : "yes");
+                   " validation=", source.validation_batches(), " init=", config.init.empty() ? "no" : "yes",
+                   " lr=", describe(config.lr_plan));
 
   pipeline::Replication replication;
   replication.index = groups.replica;

@@ -271,7 +271,12 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
   };
   c10::IValue v;
   if (!archive.try_read("actkit_optimizer_version", v)) refuse("it is not an ACTkit optimizer's");
-  if (v.toTensor().item<int64_t>() != kCheckpointVersion) refuse("it has another format version");
+  if (const int64_t version = v.toTensor().item<int64_t>(); version != kCheckpointVersion) {
+    refuse(version < kCheckpointVersion
+               ? c10::str("it is of format ", version, ", from before the 1-bit stage's mask and LAMB's coefficient "
+                          "rule (format ", kCheckpointVersion, "); finish that run with the ACTkit that started it")
+               : c10::str("it is of format ", version, ", newer than this ACTkit's ", kCheckpointVersion));
+  }
   archive.read("algorithm", v);
   if (v.toStringRef() != algorithm_) refuse(c10::str("it is of ", v.toStringRef()));
   archive.read("exchange", v);

@@ -18,6 +18,7 @@ backward reads it; that read starts bringing back the payloads packed just
 before it, which backward reads next.
 """
 
+import math
 import warnings
 
 import torch
@@ -108,7 +109,9 @@ def _sample_bits(t, state):
     state.ranges[k] = (range_sq, t.numel() // t.shape[0])
     if t.requires_grad:
         def record(g, k=k):
-            state.grads[k] = torch.linalg.vector_norm(g.detach(), dtype=torch.float32).item() ** 2 / g.numel()
+            mean_sq = torch.linalg.vector_norm(g.detach(), dtype=torch.float32).item() ** 2 / g.numel()
+            if math.isfinite(mean_sq):  # an overflowed step (fp16, GradScaler) says nothing; the C++ skips it too
+                state.grads[k] = mean_sq
         t.register_hook(record)
     return bits
 
@@ -183,7 +186,10 @@ def _hooks(state):
 def _use_defrag_allocator(level):
     """L5: the defragmenting allocator must serve CUDA from the first tensor
     on; without CUDA there is nothing for it to serve."""
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available() or not _ops.ops.defrag_supported():
+        if torch.cuda.is_available():
+            raise RuntimeError("actkit: %s needs the defragmenting CUDA allocator, which this build of actkit lacks "
+                               "(rebuild it against a CUDA torch with ACTKIT_CUDA_ALLOCATOR on)" % level.name)
         warnings.warn("actkit: %s runs as L4 on a machine without CUDA: the defragmenting allocator is a CUDA "
                       "allocator, and the CPU keeps torch's" % level.name, stacklevel=3)
         return

@@ -93,8 +93,9 @@ class DataParallelOptimizer : public torch::optim::Optimizer {
   // From now on, record every tensor's relative update of each step (a copy
   // of each parameter per step while on; for studying the freeze).
   void trace_updates(bool on) { trace_ = on; }
-  // The last step's trace of every parameter, in group order (zeros before
-  // tracing or for parameters not updated).
+  // The last update's trace of every parameter, in group order (zeros
+  // before its first traced update; a parameter not updated in a step keeps
+  // the values of its last update).
   std::vector<UpdateTrace> last_update_trace() const;
   // Elements masked in the compression stage: those whose averaged gradient
   // was exactly zero at every warm-up step (positions past the sequence
