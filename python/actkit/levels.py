@@ -22,6 +22,8 @@ are the C++ layers' and are refused here.
 """
 
 import dataclasses
+import numbers
+import os
 
 from ._ops import ops
 
@@ -46,8 +48,10 @@ class Level:
 def _override_text(key, value):
     if isinstance(value, bool):
         return "true" if value else "false"
-    if not isinstance(value, (int, float, str)):
-        raise ValueError("actkit: %s=%r: expected a number or a string" % (key, value))
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, (numbers.Real, str)):  # numbers.Real: numpy's ints and floats too
+        raise ValueError("actkit: %s=%r: expected a number, a string or a path" % (key, value))
     text = str(value)
     if "," in text:  # the level parser's separator
         raise ValueError("actkit: %s=%r: a value cannot hold a comma" % (key, value))

@@ -47,7 +47,7 @@ def test_l4_trains_bit_for_bit_as_l3_and_moves_the_payloads_out():
 def test_l4_spills_to_a_file_and_reads_it_back_ahead_of_backward(tmp_path):
     base = model()
     g3, _, _ = step(base, "L3")
-    g4, _, s = step(base, "L4", host_budget=0, swap_dir=str(tmp_path), prefetch=2)
+    g4, _, s = step(base, "L4", host_budget=0, swap_dir=tmp_path, prefetch=2)  # a pathlib.Path, as users pass it
     assert torch.equal(g3, g4)
     swap = s["swap"]
     assert s["engine"] in ("io_uring", "threads"), s["engine"]
