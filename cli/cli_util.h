@@ -120,6 +120,22 @@ inline void add_lr_options(CLI::App* command, app::LrPlan* plan) {
       ->capture_default_str();
 }
 
+// --onebit-backoff, as dp and pipeline --dp declare it
+// (optim::ExchangeOptions::backoff_factor).
+inline void add_onebit_backoff_option(CLI::App* command, double* factor) {
+  command
+      ->add_option("--onebit-backoff", *factor,
+                   "1-bit: return to the warm-up when the averaged momentum's norm exceeds this many times its "
+                   "moving average (0: never)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const std::string bad = finite_number_from(1, false)(text);
+            return bad.empty() || text == "0" ? "" : text + ": must be 0 (never) or a finite number > 1";
+          },
+          "0|NUMBER>1", "back-off factor"))
+      ->capture_default_str();
+}
+
 inline void add_allow_non_finite_flag(CLI::App* command, bool* allow) {
   command->add_flag("--allow-non-finite", *allow, "Train on past a NaN or infinite loss (default: stop, naming the step)");
 }

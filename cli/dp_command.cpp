@@ -42,7 +42,9 @@ void finish_config(DpFlags& f) {
     r.model = info.zoo_name;
     if (!f.data_given && app::is_language_model(r.model)) f.data = "fortunes";
   }
+  const double backoff = r.optimizer.backoff_factor;  // the flag's, before the name sets the rest
   r.optimizer = optim::parse_optimizer_choice(f.optimizer);
+  r.optimizer.backoff_factor = backoff;
   r.level = parse_level(f.level);
   r.link = parse_link_mode(f.link);
   r.data.set = app::parse_data_set(f.data);
@@ -74,6 +76,9 @@ void print_results(const DpFlags& f, const app::DpRunResult& r) {
                    : "");
   }
   if (e.skipped_steps > 0) fmt::print("skipped (non-finite gradients): {}\n", e.skipped_steps);
+  if (e.backoffs > 0) {
+    fmt::print("back-offs (1-bit momentum surged, back to the warm-up): {}\n", e.backoffs);
+  }
   fmt::print("train loss {:.4f}  {} {:.4f}  {:.1f} samples/s  {} bytes sent in all  {:.1f} s in the exchange "
              "({:.0f}% of the run)\n",
              r.final_train_loss, r.text ? "validation loss" : "test accuracy", r.evaluation, r.samples_per_s,
@@ -130,6 +135,7 @@ void add_dp_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--optimizer", f->optimizer, "adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
       ->capture_default_str();
+  add_onebit_backoff_option(p, &r.optimizer.backoff_factor);
   p->add_option("--warmup-steps", r.warmup_steps, "1-bit: steps before the freeze (default: --warmup-fraction)");
   p->add_option("--warmup-fraction", r.warmup_fraction, "1-bit: the warm-up as a fraction of the run")
       ->capture_default_str();

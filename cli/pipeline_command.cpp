@@ -97,7 +97,9 @@ void finish_config(PipelineFlags& f) {
   r.first_link_bps = rates.front();
   r.data.set = app::parse_data_set(f.data);
   if (c.replicas > 1) {
+    const double backoff = r.replica_optimizer.backoff_factor;  // the flag's, before the name sets the rest
     r.replica_optimizer = optim::parse_optimizer_choice(f.optimizer);
+    r.replica_optimizer.backoff_factor = backoff;
   } else if (f.optimizer == "adamw" || f.optimizer == "sgd") {
     c.optimizer = pipeline::parse_stage_optimizer(f.optimizer);
   } else {
@@ -295,6 +297,7 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--optimizer", f->optimizer,
                 "adamw or sgd; with --dp: adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
       ->capture_default_str();
+  add_onebit_backoff_option(p, &r.replica_optimizer.backoff_factor);
   p->add_option("--dp", c.replicas, "Data-parallel replicas of the whole pipeline (stages × N processes)")
       ->check(kPositiveNumber)
       ->capture_default_str();

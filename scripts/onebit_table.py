@@ -76,8 +76,9 @@ def main():
         rm, rsd = spread([r["val_loss"] for r, _ in kept])
         r0 = runs[0]
         warm, steps = r0["warmup_steps"], r0["steps"]
-        total = r0["bytes_total"]
-        warm_bytes = r0["bytes_per_step_warmup"] * warm
+        # Means over the seeds: a back-off's second warm-up sends fp32 again.
+        total = statistics.fmean(r["bytes_total"] for r in runs)
+        warm_bytes = statistics.fmean(r["bytes_per_step_warmup"] * r.get("warmup_steps_run", warm) for r in runs)
         # The paper's count: the warm-up at fp16 as well, against fp16 all the way.
         paper = (fp32_bytes / 2) / (warm_bytes / 2 + (total - warm_bytes))
         tw = trace(out, name % seeds[0])
@@ -87,6 +88,9 @@ def main():
                               else "diverged" for r, t in zip(runs, twins))
         if diverged:
             per_seed += " (seed %s diverged; mean and t over the others)" % ", ".join(diverged)
+        backed = ["seed %s: %d" % (s, r["backoffs"]) for s, r in zip(seeds, runs) if r.get("backoffs", 0) > 0]
+        if backed:
+            per_seed += " (back-offs to the warm-up, %s)" % ", ".join(backed)
         print("| %s | %d | %.4f ± %.4f | %s | %+.2f %% ± %.2f | %.2f%s | %d | %.2f× | %.2f× | %.2f× | %.1f× (twin %.1f×) | "
               "%.1f× (twin %.1f×) |" % (
                   label, warm, rm, rsd, per_seed, 100 * m, 100 * sd, t_stat,

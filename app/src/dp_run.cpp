@@ -159,7 +159,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
 
   std::unique_ptr<optim::DataParallelOptimizer> opt = optim::make_optimizer(
       config.optimizer, model->parameters(), config.lr, config.weight_decay,
-      {&comm, config.optimizer.exchange, warmup});
+      {&comm, config.optimizer.exchange, warmup, config.optimizer.backoff_factor});
   auto facts = opt->handshake_facts();
   facts.insert(facts.begin(), {{"model", config.model},
                                {"level", config.level.spec},
@@ -344,6 +344,10 @@ nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
                       {"start_step", r.start.first_step},
                       {"warmup_steps", r.start.warmup_steps},
                       {"skipped_steps", e.skipped_steps},
+                      {"backoffs", e.backoffs},
+                      {"warmup_steps_run", e.warmup_steps},
+                      {"compressed_steps_run", e.compressed_steps},
+                      {"onebit_backoff_factor", c.optimizer.backoff_factor},
                       {"masked_elements", r.masked_elements},
                       {"samples_per_s", r.samples_per_s},
                       {"step_time_warmup_s", r.warmup_step_s},

@@ -241,7 +241,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
     Communicator* dp = groups.stage_replicas.get();
     replication.make_optimizer = [&, dp, choice](std::vector<at::Tensor> params) {
       auto opt = optim::make_optimizer(choice, std::move(params), c.lr, c.weight_decay,
-                                       {dp, choice.exchange, replica_warmup});
+                                       {dp, choice.exchange, replica_warmup, choice.backoff_factor});
       dp->handshake(opt->handshake_facts());
       stage_optimizers.push_back(opt.get());
       return std::unique_ptr<torch::optim::Optimizer>(std::move(opt));

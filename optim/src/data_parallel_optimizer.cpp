@@ -47,6 +47,11 @@ DataParallelOptimizer::DataParallelOptimizer(std::vector<torch::optim::Optimizer
   if (exchange_.exchange == Exchange::kOneBit && exchange_.warmup_steps < 1) {
     throw InvalidInput(c10::str(algorithm_, ": 1-bit exchange needs a warm-up of at least one step"));
   }
+  if (!(exchange_.backoff_factor == 0 || exchange_.backoff_factor > 1) || !std::isfinite(exchange_.backoff_factor)) {
+    throw InvalidInput(c10::str(algorithm_, ": back-off factor ", exchange_.backoff_factor,
+                                ": expected 0 (never) or a finite number above 1"));
+  }
+  freeze_at_ = exchange_.warmup_steps;
 }
 
 std::vector<std::pair<std::string, std::string>> DataParallelOptimizer::handshake_facts() const {
@@ -85,38 +90,66 @@ torch::Tensor DataParallelOptimizer::step(LossClosure closure) {
   }
   std::vector<Param> params = all_params();
   const auto t0 = std::chrono::steady_clock::now();
-  const bool stepped = frozen_ ? compressed_step(params) : warmup_step(params);
+  int outcome = 0;
+  if (frozen_) {
+    outcome = compressed_step(params);
+    if (outcome < 0) {
+      back_off();
+      outcome = warmup_step(params) ? 1 : 0;
+    }
+  } else {
+    outcome = warmup_step(params) ? 1 : 0;
+  }
   stats_.seconds += seconds_since(t0);
-  last_skipped_ = !stepped;
-  if (!stepped) {
+  last_skipped_ = outcome == 0;
+  if (last_skipped_) {
     ++stats_.skipped_steps;
     return loss;
   }
   ++steps_;
-  if (!frozen_ && exchange_.exchange == Exchange::kOneBit && steps_ == exchange_.warmup_steps) {
-    // The freeze: the parameters of this step make the fused buffer.
-    std::vector<Param> fused;
-    layout_.clear();
-    fused_numel_ = 0;
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].state->step > 0 && params[i].tensor.numel() > 0) {
-        layout_.push_back(int64_t(i));
-        fused.push_back(params[i]);
-        fused_numel_ += params[i].tensor.numel();
-      }
-    }
-    freeze(fused);
-    for (Param& p : fused) {
-      p.state->frozen_step = p.state->step;
-      // v sums the squares of every averaged warm-up gradient: exactly 0
-      // where each of them was 0 (on every rank).
-      const at::Tensor live = p.state->exp_avg_sq.ne(0);
-      if (!live.all().item<bool>()) p.state->live = live;
-    }
-    allreduce_ = std::make_unique<CompressedAllreduce>(exchange_.comm, fused_numel_);
-    frozen_ = true;
-  }
+  if (!frozen_ && exchange_.exchange == Exchange::kOneBit && steps_ == freeze_at_) freeze_now(params);
   return loss;
+}
+
+void DataParallelOptimizer::freeze_now(std::vector<Param>& params) {
+  // The parameters of this step make the fused buffer.
+  std::vector<Param> fused;
+  layout_.clear();
+  fused_numel_ = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].state->step > 0 && params[i].tensor.numel() > 0) {
+      layout_.push_back(int64_t(i));
+      fused.push_back(params[i]);
+      fused_numel_ += params[i].tensor.numel();
+    }
+  }
+  freeze(fused);
+  double square = 0;
+  for (Param& p : fused) {
+    p.state->frozen_step = p.state->step;
+    // v sums the squares of every averaged warm-up gradient: exactly 0
+    // where each of them was 0 (on every rank).
+    const at::Tensor live = p.state->exp_avg_sq.ne(0);
+    p.state->live = live.all().item<bool>() ? at::Tensor() : live;
+    // The back-off's first reference: the momentum as the fused buffer would carry it.
+    square += std::pow(p.state->momentum_scale * p.state->exp_avg.norm().item<double>(), 2);
+  }
+  momentum_norm_avg_ = std::sqrt(square);
+  allreduce_ = std::make_unique<CompressedAllreduce>(exchange_.comm, fused_numel_);
+  frozen_ = true;
+}
+
+void DataParallelOptimizer::back_off() {
+  // Back to the warm-up: its state (m, v, LAMB's coefficients) carries on;
+  // the errors, the mask and the layout are the compression stage's and go.
+  frozen_ = false;
+  allreduce_.reset();
+  layout_.clear();
+  fused_numel_ = 0;
+  momentum_norm_avg_ = 0;
+  for (auto& s : states_) s->live = at::Tensor();
+  freeze_at_ = steps_ + exchange_.warmup_steps;  // this step is the first of the new warm-up
+  ++stats_.backoffs;
 }
 
 namespace {
@@ -199,7 +232,7 @@ bool DataParallelOptimizer::warmup_step(std::vector<Param>& params) {
   return true;
 }
 
-bool DataParallelOptimizer::compressed_step(std::vector<Param>& params) {
+int DataParallelOptimizer::compressed_step(std::vector<Param>& params) {
   at::Tensor fused = at::empty({fused_numel_}, at::kFloat);
   int64_t offset = 0;
   for (int64_t i : layout_) {
@@ -213,7 +246,15 @@ bool DataParallelOptimizer::compressed_step(std::vector<Param>& params) {
   const int64_t before = comm != nullptr ? comm->collective_stats().wire_bytes : 0;
   const bool ok = allreduce_->average(fused, c10::str("1-bit momentum allreduce of step ", steps_ + 1));
   if (comm != nullptr) stats_.compressed_bytes += comm->collective_stats().wire_bytes - before;
-  if (!ok) return false;
+  if (!ok) return 0;
+  // The average is the same on every rank, so every rank decides alike.
+  const double norm = fused.norm().item<double>();
+  if (exchange_.backoff_factor > 0 && momentum_norm_avg_ > 0 && norm > exchange_.backoff_factor * momentum_norm_avg_) {
+    return -1;
+  }
+  // A moving average over about ten steps: slow enough that a spike stands
+  // out, fast enough to follow the momentum's own decay.
+  momentum_norm_avg_ = momentum_norm_avg_ > 0 ? 0.9 * momentum_norm_avg_ + 0.1 * norm : norm;
   ++stats_.compressed_steps;
   offset = 0;
   for (int64_t i : layout_) {
@@ -226,7 +267,7 @@ bool DataParallelOptimizer::compressed_step(std::vector<Param>& params) {
     if (trace_) p.state->last_update_ratio = relative_update(before, p.tensor);
     offset += n;
   }
-  return true;
+  return 1;
 }
 
 void DataParallelOptimizer::save(torch::serialize::OutputArchive& archive) const {
@@ -239,6 +280,9 @@ void DataParallelOptimizer::save(torch::serialize::OutputArchive& archive) const
   archive.write("steps", c10::IValue(steps_));
   archive.write("frozen", c10::IValue(frozen_));
   archive.write("skipped_steps", c10::IValue(stats_.skipped_steps));
+  archive.write("freeze_at", c10::IValue(freeze_at_));
+  archive.write("backoffs", c10::IValue(stats_.backoffs));
+  archive.write("momentum_norm_avg", c10::IValue(momentum_norm_avg_));
   archive.write("layout", torch::tensor(layout_.empty() ? std::vector<int64_t>{-1} : layout_));
   std::vector<int64_t> shapes;
   for (const auto& g : param_groups()) {
@@ -340,6 +384,13 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
   const bool frozen = v.toBool();
   archive.read("skipped_steps", v);
   const int64_t skipped = v.toInt();
+  // Written since the back-off; a file without them never backed off.
+  const int64_t freeze_at = archive.try_read("freeze_at", v) ? v.toInt() : exchange_.warmup_steps;
+  const int64_t backoffs = archive.try_read("backoffs", v) ? v.toInt() : 0;
+  const double momentum_norm_avg = archive.try_read("momentum_norm_avg", v) ? v.toDouble() : 0.0;
+  if (freeze_at < exchange_.warmup_steps || backoffs < 0 || !(momentum_norm_avg >= 0)) {
+    refuse(c10::str("its back-off state (freeze at step ", freeze_at, ", ", backoffs, " back-offs) is not possible"));
+  }
   at::Tensor layout_tensor;
   archive.read("layout", layout_tensor);
   std::vector<int64_t> layout;
@@ -363,6 +414,9 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
   steps_ = steps;
   frozen_ = frozen;
   stats_.skipped_steps = skipped;
+  stats_.backoffs = backoffs;
+  freeze_at_ = freeze_at;
+  momentum_norm_avg_ = momentum_norm_avg;
   layout_ = std::move(layout);
   fused_numel_ = fused;
   allreduce_ = std::move(allreduce);

@@ -56,12 +56,26 @@ struct ExchangeOptions {
   // `warmup_steps`).
   // The paper's BERT runs used 16.7% of the run; docs/data-parallel.md.
   int64_t warmup_steps = 0;
+  // kOneBit: the back-off. When the averaged 1-bit momentum's norm exceeds
+  // this many times its moving average (the warm-up's momentum at the
+  // freeze to start with), the step is not applied: the gradients are
+  // averaged in fp32 instead, the stage returns to the warm-up for another
+  // `warmup_steps` steps and freezes anew. 0: never back off.
+  //
+  // Why: the frozen variance and coefficient make the step grow with the
+  // gradient, so a loss spike right after the freeze feeds itself (one
+  // 1-bit LAMB seed in five of the benchmark diverged, or stalled 27 %
+  // behind LAMB, in every variant of the 1-bit stage tried; frozen six
+  // steps later, past the spike, it ended 4 % behind). 4: the ratio reached
+  // 61 at that spike and stays below 1.95 in healthy runs (docs/fidelity.md).
+  double backoff_factor = 4;
 };
 
 // What the exchange cost so far, on this rank's wire (Communicator's
 // ring-algorithm volume; zero for a single process).
 struct ExchangeStats {
   int64_t warmup_steps = 0, compressed_steps = 0, skipped_steps = 0;
+  int64_t backoffs = 0;  // times the 1-bit stage returned to the warm-up (ExchangeOptions::backoff_factor)
   int64_t warmup_bytes = 0, compressed_bytes = 0;
   double seconds = 0;  // in the exchange, waits for slower ranks included
 };
@@ -83,6 +97,9 @@ class DataParallelOptimizer : public torch::optim::Optimizer {
   // Steps taken (skipped ones not counted).
   int64_t steps() const { return steps_; }
   bool compressing() const { return frozen_; }
+  // The step after which the (next) freeze comes: warmup_steps, moved on by
+  // each back-off.
+  int64_t freeze_step() const { return freeze_at_; }
   int64_t skipped_steps() const { return stats_.skipped_steps; }
   bool last_step_skipped() const { return last_skipped_; }
   const ExchangeStats& exchange_stats() const { return stats_; }
@@ -146,7 +163,10 @@ class DataParallelOptimizer : public torch::optim::Optimizer {
  private:
   std::vector<Param> all_params();
   bool warmup_step(std::vector<Param>& params);
-  bool compressed_step(std::vector<Param>& params);
+  // 1 stepped, 0 skipped (non-finite), -1 backed off (nothing applied).
+  int compressed_step(std::vector<Param>& params);
+  void freeze_now(std::vector<Param>& params);
+  void back_off();
 
   ExchangeOptions exchange_;
   std::string algorithm_;
@@ -156,6 +176,8 @@ class DataParallelOptimizer : public torch::optim::Optimizer {
   bool last_skipped_ = false;
   std::vector<int64_t> layout_;  // compression stage: indices of the fused parameters
   int64_t fused_numel_ = 0;
+  int64_t freeze_at_ = 0;           // exchange_.warmup_steps, moved on by back-offs
+  double momentum_norm_avg_ = 0;    // compression stage: moving average of the averaged momentum's norm
   std::unique_ptr<CompressedAllreduce> allreduce_;
   ExchangeStats stats_;
   bool trace_ = false;

@@ -18,6 +18,7 @@ const char* to_string(Algorithm algorithm);  // "adam", "lamb"
 struct OptimizerChoice {
   Algorithm algorithm = Algorithm::kAdam;
   Exchange exchange = Exchange::kFp32;
+  double backoff_factor = ExchangeOptions{}.backoff_factor;  // kOneBit (ExchangeOptions::backoff_factor)
   // The command-line name: "onebit-lamb", "fp16-adam", "adam", ...
   std::string name() const;
 };
