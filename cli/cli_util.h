@@ -112,7 +112,7 @@ inline void add_lr_options(CLI::App* command, app::LrPlan* plan) {
       ->add_option_function<std::string>(
           "--lr-schedule", [plan](const std::string& name) { plan->schedule = app::parse_lr_schedule(name); },
           "After the warm-up: cosine (decay to 0) or constant")
-      ->check(CLI::IsMember({"cosine", "constant"}))
+      ->check(CLI::IsMember(app::lr_schedule_names()))
       ->default_str(app::to_string(plan->schedule));
   command->add_option("--lr-warmup-steps", plan->warmup_steps,
                       "Steps over which the learning rate rises linearly to --lr (fewer than the run's steps)")

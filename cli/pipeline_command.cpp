@@ -100,7 +100,7 @@ void finish_config(PipelineFlags& f) {
     const double backoff = r.replica_optimizer.backoff_factor;  // the flag's, before the name sets the rest
     r.replica_optimizer = optim::parse_optimizer_choice(f.optimizer);
     r.replica_optimizer.backoff_factor = backoff;
-  } else if (f.optimizer == "adamw" || f.optimizer == "sgd") {
+  } else if (pipeline::is_stage_optimizer(f.optimizer)) {
     c.optimizer = pipeline::parse_stage_optimizer(f.optimizer);
   } else {
     throw InvalidInput("pipeline: --optimizer " + f.optimizer +

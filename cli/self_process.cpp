@@ -11,12 +11,12 @@
 
 #include "actkit/app/process.h"
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 
 namespace actkit::cli {
 
 nlohmann::json run_self(std::vector<std::string> args, const std::string& what) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/actkit-child-XXXXXX.json";
+  std::string path = files::temp_directory() + "/actkit-child-XXXXXX.json";
   const int fd = ::mkstemps(path.data(), 5);
   if (fd < 0) throw IoError("cannot create a temporary file for " + what, errno);
   ::close(fd);

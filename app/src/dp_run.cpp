@@ -12,7 +12,6 @@
 
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/hf_folder.h"
-#include "actkit/app/level_switches.h"
 #include "actkit/app/memory_floor.h"
 #include "actkit/app/train_step.h"
 #include "actkit/comm/communicator.h"
@@ -116,7 +115,6 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   // Kernel mode: tc shapes the rate; the latency (no netem here) is added in-process.
   comm.set_egress({config.link == LinkMode::kKernel ? 0 : config.egress.bits_per_second,
                    config.egress.latency_seconds});
-  app::apply_level_switches({config.level}, at::kCPU);
 
   DataOptions d = config.data;
   d.text = is_language_model(config.model);

@@ -5,17 +5,20 @@
 #include <algorithm>
 #include <cmath>
 
+#include "actkit/core/enum_names.h"
 #include "actkit/core/errors.h"
 
 namespace actkit::app {
 
-const char* to_string(LrSchedule schedule) { return schedule == LrSchedule::kConstant ? "constant" : "cosine"; }
+namespace {
+constexpr EnumName<LrSchedule> kLrScheduleNames[] = {{LrSchedule::kCosine, "cosine"}, {LrSchedule::kConstant, "constant"}};
+}  // namespace
 
-LrSchedule parse_lr_schedule(const std::string& name) {
-  if (name == "cosine") return LrSchedule::kCosine;
-  if (name == "constant") return LrSchedule::kConstant;
-  throw InvalidInput("--lr-schedule " + name + ": expected cosine or constant");
-}
+const char* to_string(LrSchedule schedule) { return enum_name(kLrScheduleNames, schedule); }
+
+LrSchedule parse_lr_schedule(const std::string& name) { return parse_enum(kLrScheduleNames, name, "--lr-schedule"); }
+
+std::vector<std::string> lr_schedule_names() { return enum_names(kLrScheduleNames); }
 
 void check_lr_plan(const LrPlan& plan, int64_t total, const std::string& command) {
   if (plan.warmup_steps < 0 || (plan.warmup_steps > 0 && plan.warmup_steps >= total)) {

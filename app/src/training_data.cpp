@@ -11,6 +11,7 @@
 #include "actkit/app/share_shuffle.h"
 #include "actkit/app/train_step.h"
 #include "actkit/app/text_corpus.h"
+#include "actkit/core/enum_names.h"
 #include "actkit/core/errors.h"
 
 namespace actkit::app {
@@ -146,21 +147,14 @@ std::string describe_data(DataSet set, const std::string& path) {
   return set == DataSet::kFortunes ? c10::str("the text of ", path) : c10::str(to_string(set), " from ", path);
 }
 
-const char* to_string(DataSet set) {
-  switch (set) {
-    case DataSet::kFashionMnist: return "fashion-mnist";
-    case DataSet::kFortunes: return "fortunes";
-    case DataSet::kSynthetic: break;
-  }
-  return "synthetic";
-}
+namespace {
+constexpr EnumName<DataSet> kDataSetNames[] = {
+    {DataSet::kFashionMnist, "fashion-mnist"}, {DataSet::kFortunes, "fortunes"}, {DataSet::kSynthetic, "synthetic"}};
+}  // namespace
 
-DataSet parse_data_set(const std::string& name) {
-  for (const DataSet s : {DataSet::kFashionMnist, DataSet::kFortunes, DataSet::kSynthetic}) {
-    if (name == to_string(s)) return s;
-  }
-  throw InvalidInput(c10::str("--data ", name, ": expected fashion-mnist, fortunes or synthetic"));
-}
+const char* to_string(DataSet set) { return enum_name(kDataSetNames, set); }
+
+DataSet parse_data_set(const std::string& name) { return parse_enum(kDataSetNames, name, "--data"); }
 
 void check_data_kind(DataSet set, bool text) {
   if (set == DataSet::kFashionMnist && text) {

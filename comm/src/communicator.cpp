@@ -7,6 +7,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "communicator_impl.h"
 #include "listen_socket.h"
 
@@ -36,6 +40,7 @@ Communicator::Communicator(const GroupConfig& config) : impl_(std::make_unique<I
       root = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
     }
     s.store = c10::make_intrusive<c10d::PrefixStore>("actkit", root);
+    s.hosts_store = config.store_file.empty() && config.rank == 0;
     s.form_groups(s.store, config.rank, config.world_size, config);
   } catch (const InvalidInput&) {
     throw;  // a backend this build or machine lacks: nothing to wait for
@@ -101,6 +106,25 @@ Communicator::~Communicator() {
       s.store->set(abort_key(s.config.rank), std::vector<uint8_t>{1});
     } catch (const std::exception&) {
       // The store is gone with rank 0: the peers notice that themselves.
+    }
+    // The store goes with this process: stay until every peer has marked
+    // its own way out (after its diagnosis, which reads the store to name
+    // the rank that stopped), briefly and at most once. Without it a peer
+    // failing a moment after rank 0 found the store gone and named no one
+    // (measured under load: DataParallelRanks.DeadRankIsNamedWithinTheTimeout).
+    // A dead peer never marks: the wait is bounded as the handshake's is.
+    if (s.hosts_store) {
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::min<std::chrono::steady_clock::duration>(s.config.timeout, std::chrono::seconds(10));
+      try {
+        for (int r = 1; r < s.config.world_size; ++r) {
+          while (!s.store->check({abort_key(r)}) && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(kStorePoll);
+          }
+        }
+      } catch (const std::exception&) {
+        // Nothing more to wait for.
+      }
     }
   }
   // Let queued sends leave (each bounded by the timeout), then stop.

@@ -98,6 +98,7 @@ struct Communicator::Impl {
   std::vector<int> members;
   std::string name;
   c10::intrusive_ptr<c10d::Store> store;
+  bool hosts_store = false;  // rank 0 of the outermost group over TCP: the store lives in this process
   // Byte messages go through a Gloo group whatever the backend: they are
   // host bytes, c10d's Gloo keeps each tag a stream of its own, and it
   // lets a receive wait ahead of need while sends to the same peer go on.

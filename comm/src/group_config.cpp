@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "actkit/core/enum_names.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 
@@ -33,13 +34,13 @@ long env_int(const char* name, long fallback, bool required) {
 
 }  // namespace
 
-const char* to_string(CommBackend backend) { return backend == CommBackend::kNccl ? "nccl" : "gloo"; }
+namespace {
+constexpr EnumName<CommBackend> kBackendNames[] = {{CommBackend::kGloo, "gloo"}, {CommBackend::kNccl, "nccl"}};
+}  // namespace
 
-CommBackend parse_comm_backend(const std::string& text) {
-  if (text == "gloo") return CommBackend::kGloo;
-  if (text == "nccl") return CommBackend::kNccl;
-  throw InvalidInput(c10::str("backend '", text, "': expected gloo or nccl"));
-}
+const char* to_string(CommBackend backend) { return enum_name(kBackendNames, backend); }
+
+CommBackend parse_comm_backend(const std::string& text) { return parse_enum(kBackendNames, text, "backend"); }
 
 void check_link_backend(LinkMode mode, CommBackend backend) {
   if (mode == LinkMode::kKernel && backend == CommBackend::kNccl) {

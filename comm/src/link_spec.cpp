@@ -7,17 +7,18 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "actkit/core/enum_names.h"
 #include "actkit/core/errors.h"
 
 namespace actkit {
 
-const char* to_string(LinkMode mode) { return mode == LinkMode::kKernel ? "kernel" : "process"; }
+namespace {
+constexpr EnumName<LinkMode> kLinkModeNames[] = {{LinkMode::kProcess, "process"}, {LinkMode::kKernel, "kernel"}};
+}  // namespace
 
-LinkMode parse_link_mode(const std::string& text) {
-  if (text == "process") return LinkMode::kProcess;
-  if (text == "kernel") return LinkMode::kKernel;
-  throw InvalidInput("--link " + text + ": expected process (paced here) or kernel (tc in network namespaces)");
-}
+const char* to_string(LinkMode mode) { return enum_name(kLinkModeNames, mode); }
+
+LinkMode parse_link_mode(const std::string& text) { return parse_enum(kLinkModeNames, text, "--link"); }
 namespace {
 
 // Splits "100Mbps" into 100 and "Mbps"; false when no number leads.

@@ -8,6 +8,7 @@
 #include "actkit/kernels/cuda.h"
 #include "actkit/kernels/directq_math.h"
 #include "actkit/kernels/half.h"
+#include "float_io.cuh"  // the element I/O every kernel here shares
 
 namespace actkit::kernels {
 namespace {
@@ -15,21 +16,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kValuesPerThread = 8;  // eight codes of b bits are b whole bytes
 constexpr unsigned kFullMask = 0xffffffffu;
-
-struct Bf16In {
-  uint16_t bits;
-};
-struct Fp16In {
-  uint16_t bits;
-};
-
-__device__ __forceinline__ float load_value(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load_value(const Bf16In* p, int64_t i) { return bf16_to_float(p[i].bits); }
-__device__ __forceinline__ float load_value(const Fp16In* p, int64_t i) { return fp16_to_float(p[i].bits); }
-
-__device__ __forceinline__ void store_value(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store_value(Bf16In* p, int64_t i, float v) { p[i].bits = float_to_bf16_rne(v); }
-__device__ __forceinline__ void store_value(Fp16In* p, int64_t i, float v) { p[i].bits = float_to_fp16_rne(v); }
 
 unsigned grid_for(int64_t work, int64_t per_block) {
   const int64_t blocks = (work + per_block - 1) / per_block;

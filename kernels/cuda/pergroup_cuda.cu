@@ -6,9 +6,9 @@
 // CPU kernels, so both produce the same codes and metadata for one seed.
 #include <cuda_runtime.h>
 
-
 #include "actkit/kernels/cuda.h"
 #include "actkit/kernels/pergroup_math.h"
+#include "float_io.cuh"  // the element I/O every kernel here shares
 
 namespace actkit::kernels {
 namespace {
@@ -18,21 +18,6 @@ constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr int kCodesPerLane = 8;  // eight codes of b bits are b whole bytes
 constexpr int64_t kMaxBlocks = 1ll << 30;
 constexpr unsigned kFullMask = 0xffffffffu;
-
-struct Bf16In {
-  uint16_t bits;
-};
-struct Fp16In {
-  uint16_t bits;
-};
-
-__device__ __forceinline__ float load_value(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load_value(const Bf16In* p, int64_t i) { return bf16_to_float(p[i].bits); }
-__device__ __forceinline__ float load_value(const Fp16In* p, int64_t i) { return fp16_to_float(p[i].bits); }
-
-__device__ __forceinline__ void store_value(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store_value(Bf16In* p, int64_t i, float v) { p[i].bits = float_to_bf16_rne(v); }
-__device__ __forceinline__ void store_value(Fp16In* p, int64_t i, float v) { p[i].bits = float_to_fp16_rne(v); }
 
 // Location of group g in the input and in the code stream.
 struct GroupPos {

@@ -1,5 +1,6 @@
 // The data-parallel frame (see the header): the exchange, the two stages,
 // skipped steps and checkpoints. The algorithms live in adam.cpp, lamb.cpp.
+#include "actkit/core/enum_names.h"
 #include "actkit/optim/data_parallel_optimizer.h"
 
 #include <c10/util/StringUtil.h>
@@ -21,21 +22,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-std::string to_string(Exchange e) {
-  switch (e) {
-    case Exchange::kFp32: return "fp32";
-    case Exchange::kFp16: return "fp16";
-    case Exchange::kOneBit: return "onebit";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<Exchange> kExchangeNames[] = {
+    {Exchange::kFp32, "fp32"}, {Exchange::kFp16, "fp16"}, {Exchange::kOneBit, "onebit"}};
+}  // namespace
 
-Exchange parse_exchange(const std::string& text) {
-  if (text == "fp32") return Exchange::kFp32;
-  if (text == "fp16") return Exchange::kFp16;
-  if (text == "onebit") return Exchange::kOneBit;
-  throw InvalidInput(c10::str("exchange '", text, "': expected fp32, fp16 or onebit"));
-}
+std::string to_string(Exchange e) { return enum_name(kExchangeNames, e); }
+
+Exchange parse_exchange(const std::string& text) { return parse_enum(kExchangeNames, text, "exchange"); }
 
 DataParallelOptimizer::DataParallelOptimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
                                              std::unique_ptr<torch::optim::OptimizerOptions> defaults,

@@ -1,3 +1,4 @@
+#include "actkit/core/enum_names.h"
 #include "actkit/optim/optimizer_choice.h"
 
 #include <algorithm>
@@ -9,7 +10,11 @@
 
 namespace actkit::optim {
 
-const char* to_string(Algorithm algorithm) { return algorithm == Algorithm::kAdam ? "adam" : "lamb"; }
+namespace {
+constexpr EnumName<Algorithm> kAlgorithmNames[] = {{Algorithm::kAdam, "adam"}, {Algorithm::kLamb, "lamb"}};
+}  // namespace
+
+const char* to_string(Algorithm algorithm) { return enum_name(kAlgorithmNames, algorithm); }
 
 std::string OptimizerChoice::name() const {
   const std::string algo = to_string(algorithm);

@@ -1,3 +1,4 @@
+#include "actkit/core/enum_names.h"
 #include "actkit/pipeline/aqsgd_boundary.h"
 
 #include <ATen/ATen.h>
@@ -27,23 +28,14 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-BufferFormat parse_buffer_format(const std::string& name) {
-  if (name == "fp16") return BufferFormat::kFp16;
-  if (name == "fp32") return BufferFormat::kFp32;
-  if (name == "q8") return BufferFormat::kQ8;
-  if (name == "q4") return BufferFormat::kQ4;
-  throw InvalidInput(c10::str("buffer format '", name, "': expected fp16, fp32, q8 or q4"));
-}
+namespace {
+constexpr EnumName<BufferFormat> kBufferFormatNames[] = {
+    {BufferFormat::kFp16, "fp16"}, {BufferFormat::kFp32, "fp32"}, {BufferFormat::kQ8, "q8"}, {BufferFormat::kQ4, "q4"}};
+}  // namespace
 
-const char* to_string(BufferFormat f) {
-  switch (f) {
-    case BufferFormat::kFp16: return "fp16";
-    case BufferFormat::kFp32: return "fp32";
-    case BufferFormat::kQ8: return "q8";
-    case BufferFormat::kQ4: return "q4";
-  }
-  return "?";
-}
+BufferFormat parse_buffer_format(const std::string& name) { return parse_enum(kBufferFormatNames, name, "buffer format"); }
+
+const char* to_string(BufferFormat f) { return enum_name(kBufferFormatNames, f); }
 
 AqsgdBoundary::AqsgdBoundary(const std::string& file, const BufferOptions& options, const BoundaryCodec& codec,
                              std::vector<int64_t> row_shape, int64_t resume_step)

@@ -1,3 +1,4 @@
+#include "actkit/core/enum_names.h"
 #include "actkit/pipeline/boundary_codec.h"
 
 #include <ATen/ATen.h>
@@ -55,13 +56,13 @@ BoundaryCodec parse_boundary_codec(const std::string& name, int bits) {
   throw InvalidInput(c10::str("codec '", name, "': expected fp32, fp16, directq, tah or aqsgd"));
 }
 
-const char* to_string(DirectQGrid grid) { return grid == DirectQGrid::kFull ? "full" : "symmetric"; }
+namespace {
+constexpr EnumName<DirectQGrid> kGridNames[] = {{DirectQGrid::kSymmetric, "symmetric"}, {DirectQGrid::kFull, "full"}};
+}  // namespace
 
-DirectQGrid parse_directq_grid(const std::string& name) {
-  if (name == "symmetric") return DirectQGrid::kSymmetric;
-  if (name == "full") return DirectQGrid::kFull;
-  throw InvalidInput(c10::str("grid '", name, "': expected symmetric or full"));
-}
+const char* to_string(DirectQGrid grid) { return enum_name(kGridNames, grid); }
+
+DirectQGrid parse_directq_grid(const std::string& name) { return parse_enum(kGridNames, name, "grid"); }
 
 BoundaryCodecs boundary_codecs(const BoundaryChoice& choice) {
   BoundaryCodecs c;

@@ -1,3 +1,4 @@
+#include "actkit/core/enum_names.h"
 #include "actkit/pipeline/pipeline_config.h"
 
 #include <c10/util/StringUtil.h>
@@ -8,28 +9,30 @@
 
 namespace actkit::pipeline {
 
-const char* to_string(StageOptimizer optimizer) { return optimizer == StageOptimizer::kSgd ? "sgd" : "adamw"; }
+namespace {
+constexpr EnumName<StageOptimizer> kStageOptimizerNames[] = {{StageOptimizer::kAdamW, "adamw"},
+                                                         {StageOptimizer::kSgd, "sgd"}};
+constexpr EnumName<TiedGradient> kTiedGradientNames[] = {
+    {TiedGradient::kCodec, "codec"}, {TiedGradient::kFeedback, "feedback"}, {TiedGradient::kFp32, "fp32"}};
+}  // namespace
+
+const char* to_string(StageOptimizer optimizer) { return enum_name(kStageOptimizerNames, optimizer); }
 
 StageOptimizer parse_stage_optimizer(const std::string& name) {
-  if (name == "adamw") return StageOptimizer::kAdamW;
-  if (name == "sgd") return StageOptimizer::kSgd;
-  throw InvalidInput(c10::str("optimizer '", name, "': expected adamw or sgd"));
+  return parse_enum(kStageOptimizerNames, name, "optimizer");
 }
 
-const char* to_string(TiedGradient tied) {
-  switch (tied) {
-    case TiedGradient::kFeedback: return "feedback";
-    case TiedGradient::kFp32: return "fp32";
-    case TiedGradient::kCodec: break;
+bool is_stage_optimizer(const std::string& name) {
+  for (const auto& entry : kStageOptimizerNames) {
+    if (name == entry.name) return true;
   }
-  return "codec";
+  return false;
 }
+
+const char* to_string(TiedGradient tied) { return enum_name(kTiedGradientNames, tied); }
 
 TiedGradient parse_tied_gradient(const std::string& name) {
-  if (name == "codec") return TiedGradient::kCodec;
-  if (name == "feedback") return TiedGradient::kFeedback;
-  if (name == "fp32") return TiedGradient::kFp32;
-  throw InvalidInput(c10::str("tied gradient '", name, "': expected codec, feedback or fp32"));
+  return parse_enum(kTiedGradientNames, name, "tied gradient");
 }
 
 std::string PipelineConfig::optimizer_name() const {
@@ -101,7 +104,7 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
                       : c10::str(to_string(buffers.format), " warmup_steps=", buffers.warmup_steps,
                                  " check=", buffers.check)},
       {"level", level.spec},
-      {"balance", balance == BalanceBy::kTime ? "time" : "params"},
+      {"balance", to_string(balance)},
       {"optimizer", c10::str(optimizer_name(), " lr=", lr, " wd=", weight_decay)},
       {"seed", std::to_string(seed)},
       {"links", links_text(forward_links) + "|" + links_text(backward_links) + "|" + to_string(link_mode)},

@@ -1,3 +1,4 @@
+#include "actkit/core/enum_names.h"
 #include "actkit/pipeline/schedule.h"
 
 #include <c10/util/StringUtil.h>
@@ -8,15 +9,17 @@
 
 namespace actkit::pipeline {
 
+namespace {
+constexpr EnumName<Schedule> kScheduleNames[] = {{Schedule::kGPipe, "gpipe"}, {Schedule::k1F1B, "1f1b"}};
+}  // namespace
+
 Schedule parse_schedule(const std::string& text) {
-  std::string t = text;
+  std::string t = text;  // any case: "GPipe", "1F1B"
   for (char& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
-  if (t == "gpipe") return Schedule::kGPipe;
-  if (t == "1f1b") return Schedule::k1F1B;
-  throw InvalidInput(c10::str("schedule '", text, "': expected gpipe or 1f1b"));
+  return parse_enum(kScheduleNames, t, "schedule");
 }
 
-const char* to_string(Schedule schedule) { return schedule == Schedule::kGPipe ? "gpipe" : "1f1b"; }
+const char* to_string(Schedule schedule) { return enum_name(kScheduleNames, schedule); }
 
 std::vector<StageOp> stage_ops(Schedule schedule, int stage, int stages, int micro_batches, int in_flight) {
   if (stages < 1 || micro_batches < 1) {

@@ -1,3 +1,4 @@
+#include "actkit/core/enum_names.h"
 #include "actkit/pipeline/stage_split.h"
 
 #include <c10/util/StringUtil.h>
@@ -46,10 +47,13 @@ std::vector<int> balance_stages(const std::vector<double>& costs, int stages) {
   return bounds;
 }
 
-BalanceBy parse_balance(const std::string& text) {
-  if (text == "params" || text == "parameters") return BalanceBy::kParameters;
-  if (text == "time") return BalanceBy::kTime;
-  throw InvalidInput(c10::str("balance '", text, "': expected params or time"));
-}
+namespace {
+constexpr EnumName<BalanceBy> kBalanceNames[] = {
+    {BalanceBy::kParameters, "params"}, {BalanceBy::kTime, "time"}, {BalanceBy::kParameters, "parameters"}};
+}  // namespace
+
+BalanceBy parse_balance(const std::string& text) { return parse_enum(kBalanceNames, text, "balance"); }
+
+const char* to_string(BalanceBy by) { return enum_name(kBalanceNames, by); }
 
 }  // namespace actkit::pipeline

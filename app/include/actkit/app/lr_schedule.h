@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace actkit::app {
 
@@ -15,6 +16,7 @@ enum class LrSchedule {
 const char* to_string(LrSchedule schedule);  // "cosine", "constant"
 // Throws InvalidInput naming the accepted values.
 LrSchedule parse_lr_schedule(const std::string& name);
+std::vector<std::string> lr_schedule_names();  // "cosine", "constant": for the flag's choices
 
 struct LrPlan {
   LrSchedule schedule = LrSchedule::kCosine;

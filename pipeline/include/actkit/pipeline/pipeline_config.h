@@ -27,6 +27,7 @@ enum class StageOptimizer {
 const char* to_string(StageOptimizer optimizer);  // "adamw", "sgd"
 // Throws InvalidInput naming the accepted values.
 StageOptimizer parse_stage_optimizer(const std::string& name);
+bool is_stage_optimizer(const std::string& name);  // one of parse_stage_optimizer's names
 // The common choice for SGD on transformers and CNNs alike; fixed so that
 // every stage and every resumed run steps alike.
 constexpr double kSgdMomentum = 0.9;

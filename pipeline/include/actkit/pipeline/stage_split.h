@@ -17,6 +17,7 @@ std::vector<int> balance_stages(const std::vector<double>& costs, int stages);
 
 // "params" or "time". Throws InvalidInput otherwise.
 enum class BalanceBy { kParameters, kTime };
-BalanceBy parse_balance(const std::string& text);
+BalanceBy parse_balance(const std::string& text);  // params (or parameters) | time
+const char* to_string(BalanceBy by);               // "params", "time"
 
 }  // namespace actkit::pipeline
