@@ -3,7 +3,8 @@
 // (GPT-2, BERT for sequence classification, ViT for image classification, a
 // Llama with grouped-query attention, an untied head and Llama 3's rope
 // scaling, a Llama with attention_bias (q, k, v and o biased), a Qwen2 with
-// q/k/v biases and a tied head), perturbs every
+// q/k/v biases and a tied head, a Mistral whose sliding window is shorter
+// than the sequence), perturbs every
 // parameter and saves each with save_pretrained, with its fp32 logits and
 // fp64 gradients. ACTkit loads each folder and must give transformers'
 // logits; its L0 gradients must be as close to the fp64 ones as
@@ -199,7 +200,8 @@ TEST_P(HfOracle, LogitsGradientsAndRoundTripMatchTransformers) {
   EXPECT_LT(relative_error(reloaded, logits), 1e-5) << "transformers' logits of ACTkit's folder";
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfOracle, ::testing::Values("gpt2", "bert", "vit", "llama", "llama-bias", "qwen2"),
+INSTANTIATE_TEST_SUITE_P(Families, HfOracle,
+                         ::testing::Values("gpt2", "bert", "vit", "llama", "llama-bias", "qwen2", "mistral"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');  // gtest names are identifiers

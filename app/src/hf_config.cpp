@@ -140,7 +140,6 @@ void read_gpt2(const Config& c, HfModelInfo& m) {
   require_flag(c, "scale_attn_by_inverse_layer_idx", false, false);
   require_flag(c, "add_cross_attention", false, false);
   m.zoo_name = "gpt2";
-  m.has_head = m.architecture != "GPT2Model";
 }
 
 // What BERT's and ViT's configs say alike: the encoder and its classifier.
@@ -163,7 +162,6 @@ void read_bert(const Config& c, HfModelInfo& m) {
   require_text(c, "position_embedding_type", {"absolute"}, "absolute");
   require_flag(c, "is_decoder", false, false);
   m.zoo_name = "bert";
-  m.has_head = m.architecture == "BertForSequenceClassification";
 }
 
 void read_vit(const Config& c, HfModelInfo& m) {
@@ -174,7 +172,6 @@ void read_vit(const Config& c, HfModelInfo& m) {
   o.in_channels = c.count("num_channels", 1 << 16, 3);
   require_flag(c, "qkv_bias", true, true);
   m.zoo_name = "vit";
-  m.has_head = m.architecture == "ViTForImageClassification";
 }
 
 void read_rope(const Config& c, ModelOptions& o) {
@@ -223,6 +220,9 @@ void read_llama(const Config& c, HfModelInfo& m) {
   if (m.model_type == "qwen2") {
     o.attention_bias = true;  // Qwen2's q/k/v projections always carry biases
     require_flag(c, "use_sliding_window", false, false);
+  } else if (m.model_type == "mistral") {
+    // Each token sees itself and the sliding_window - 1 before it (null: every one before it).
+    o.sliding_window = c.count("sliding_window", kMaxPositions, 0);
   } else {
     // transformers' LlamaAttention gives all four projections, o_proj
     // included, a bias under attention_bias.
@@ -231,13 +231,16 @@ void read_llama(const Config& c, HfModelInfo& m) {
     if (c.integer("pretraining_tp", 1) != 1) throw c.unsupported("pretraining_tp", "not 1", "1");
   }
   m.zoo_name = "llama";
-  m.has_head = m.architecture == "LlamaForCausalLM" || m.architecture == "Qwen2ForCausalLM";
 }
 
+// A Hugging Face family: one entry here, its reader (the config keys it
+// takes into ModelOptions), its weight names (hf_weights.cpp, by HfFamily)
+// and its zoo builder. Adding a model type of an existing family (Mistral,
+// Qwen2 over Llama) is an entry and the reader's lines for its own keys.
 struct Known {
   const char* model_type;
   HfFamily family;
-  std::vector<std::string> architectures;  // the first is what save_hf_folder writes
+  std::vector<std::string> architectures;  // the headed model first: what save_hf_folder writes
   void (*read)(const Config&, HfModelInfo&);
 };
 
@@ -248,6 +251,7 @@ const std::vector<Known>& known() {
       {"vit", HfFamily::kVit, {"ViTForImageClassification", "ViTModel"}, read_vit},
       {"llama", HfFamily::kLlama, {"LlamaForCausalLM", "LlamaModel"}, read_llama},
       {"qwen2", HfFamily::kLlama, {"Qwen2ForCausalLM", "Qwen2Model"}, read_llama},
+      {"mistral", HfFamily::kLlama, {"MistralForCausalLM", "MistralModel"}, read_llama},
   };
   return k;
 }
@@ -336,6 +340,8 @@ HfModelInfo read_hf_config(const std::string& dir) {
     }
     if (!ok) throw c.unsupported("architectures[0]", m.architecture, list);
   }
+  m.headed_architecture = k->architectures.front();
+  m.has_head = m.architecture == m.headed_architecture;
   k->read(c, m);
   const double parameters = hf_parameter_estimate(m);
   if (parameters > kMaxParameters) {

@@ -421,9 +421,7 @@ void save_hf_folder(ZooModel& model, const std::string& source_dir, const std::s
   // config.json: the source's, with the headed architecture, fp32 weights
   // and (for a classifier) the classes the model has.
   nlohmann::json config = parse_hf_json(source_dir + "/config.json", info.config_json);
-  const char* headed[] = {"GPT2LMHeadModel", "BertForSequenceClassification", "ViTForImageClassification",
-                          info.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
-  config["architectures"] = nlohmann::json::array({headed[int(info.family)]});
+  config["architectures"] = nlohmann::json::array({info.headed_architecture});
   config["dtype"] = "float32";
   if (config.contains("torch_dtype")) config["torch_dtype"] = "float32";
   if (info.family == HfFamily::kBert || info.family == HfFamily::kVit) {

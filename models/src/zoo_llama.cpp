@@ -30,6 +30,7 @@ struct LlamaShape {
   double eps, dropout, theta;
   RopeScaling scaling;
   bool tie_embeddings, attention_bias, output_bias;
+  int64_t window;  // ModelOptions::sliding_window
 };
 
 // The rotary inverse frequencies, (head_dim / 2) in fp32 on the CPU, with
@@ -100,6 +101,7 @@ class LlamaAttentionImpl : public ReplaceableModule {
  public:
   LlamaAttentionImpl(const LlamaShape& c, std::shared_ptr<LlamaRotary> rotary)
       : ReplaceableModule("LlamaAttention"), heads_(c.heads), kv_heads_(c.kv_heads), head_dim_(c.head_dim),
+        window_(c.window),
         scaling_(std::pow(double(c.head_dim), -0.5)), rotary_(std::move(rotary)),
         q_proj_(add_slot("q_proj", nn::Linear(nn::LinearOptions(c.hidden, c.heads * c.head_dim)
                                                    .bias(c.attention_bias)))),
@@ -128,8 +130,10 @@ class LlamaAttentionImpl : public ReplaceableModule {
     // head h / rep, and the products save k and v kv_heads wide, not heads.
     at::Tensor s = scores_.forward(q.reshape({b, kv_heads_, rep * t, head_dim_}), k.transpose(-1, -2))
                        .reshape({b, heads_, t, t}) * scaling_;
-    const at::Tensor future = at::ones({t, t}, x.options().dtype(at::kBool)).triu(1);
-    s = s.masked_fill(future, -std::numeric_limits<double>::infinity());
+    const at::Tensor all = at::ones({t, t}, x.options().dtype(at::kBool));
+    at::Tensor hidden = all.triu(1);                                       // the future
+    if (window_ > 0 && window_ < t) hidden = hidden.logical_or(all.tril(-window_));  // beyond the window
+    s = s.masked_fill(hidden, -std::numeric_limits<double>::infinity());
     // Softmax in fp32 (a no-op cast for an fp32 model), as transformers does.
     const at::Tensor p = attn_drop_.forward(softmax_.forward(s.to(at::kFloat)).to(q.scalar_type()));
     const at::Tensor y = context_.forward(p.reshape({b, kv_heads_, rep * t, t}), v)
@@ -140,7 +144,7 @@ class LlamaAttentionImpl : public ReplaceableModule {
   }
 
  private:
-  int64_t heads_, kv_heads_, head_dim_;
+  int64_t heads_, kv_heads_, head_dim_, window_;
   double scaling_;  // head_dim ** -0.5, as transformers computes it
   std::shared_ptr<LlamaRotary> rotary_;
   nn::AnyModule &q_proj_, &k_proj_, &v_proj_, &o_proj_, &scores_, &softmax_, &attn_drop_, &context_;
@@ -307,6 +311,8 @@ LlamaShape llama_shape(const std::string& name, const ModelOptions& o) {
   c.tie_embeddings = o.tie_embeddings;
   c.attention_bias = o.attention_bias;
   c.output_bias = o.output_bias;
+  if (o.sliding_window < 0) fail(c10::str("sliding_window (", o.sliding_window, ") must be >= 0 (0: none)"));
+  c.window = o.sliding_window;
   return c;
 }
 

@@ -63,6 +63,10 @@ def cases():
         "llama-bias": (t.LlamaForCausalLM,
                        t.LlamaConfig(vocab_size=VOCAB, num_key_value_heads=2, max_position_embeddings=64,
                                      tie_word_embeddings=False, attention_bias=True, **common)),
+        # Mistral: grouped-query attention and a sliding window of 5 tokens, shorter than the 12 of the batch.
+        "mistral": (t.MistralForCausalLM,
+                    t.MistralConfig(vocab_size=VOCAB, num_key_value_heads=2, max_position_embeddings=64,
+                                    tie_word_embeddings=False, sliding_window=5, **common)),
         # Qwen2: q/k/v biases, a tied head.
         "qwen2": (t.Qwen2ForCausalLM,
                   t.Qwen2Config(vocab_size=VOCAB, num_key_value_heads=2, max_position_embeddings=64,

@@ -23,12 +23,13 @@ enum class HfFamily { kGpt2, kBert, kVit, kLlama };
 // What config.json says, in the zoo's terms.
 struct HfModelInfo {
   HfFamily family = HfFamily::kGpt2;
-  std::string model_type;    // config.json's model_type: "gpt2", "bert", "vit", "llama", "qwen2"
+  std::string model_type;    // config.json's model_type: "gpt2", "bert", "vit", "llama", "qwen2", "mistral"
   std::string architecture;  // its architectures[0], e.g. "Qwen2ForCausalLM"
+  std::string headed_architecture;  // the family's model with its head: what save_hf_folder writes
   std::string zoo_name;      // the zoo model it maps onto: "gpt2", "bert", "vit", "llama"
   ModelOptions options;      // the shape and settings config.json gives
   // False for a bare encoder (BertModel, ViTModel) or decoder (GPT2Model,
-  // LlamaModel): the task head the zoo model adds starts fresh.
+  // LlamaModel, ...): the task head the zoo model adds starts fresh.
   bool has_head = true;
   std::string config_json;   // config.json's text, written back by save_hf_folder
 };

@@ -66,6 +66,9 @@ struct ModelOptions {
   bool tie_embeddings = true;  // the output projection is the token embedding (no lm_head.weight)
   bool attention_bias = false; // q/k/v projections have biases (Qwen2; Llama's attention_bias)
   bool output_bias = false;    // o_proj has a bias too (Llama's attention_bias; never Qwen2's)
+  // Mistral's sliding window: token i attends to j with i - window < j <= i
+  // (0: every j <= i).
+  int64_t sliding_window = 0;
 };
 
 // One piece of a model cut for pipeline parallelism. Running a model's
