@@ -130,7 +130,9 @@ inline void add_onebit_backoff_option(CLI::App* command, double* factor) {
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
             const std::string bad = finite_number_from(1, false)(text);
-            return bad.empty() || text == "0" ? "" : text + ": must be 0 (never) or a finite number > 1";
+            std::string copy = text;
+            const bool zero = kNonNegativeNumber(copy).empty() && std::stod(text) == 0;
+            return bad.empty() || zero ? "" : text + ": must be 0 (never) or a finite number > 1";
           },
           "0|NUMBER>1", "back-off factor"))
       ->capture_default_str();

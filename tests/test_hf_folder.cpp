@@ -121,7 +121,7 @@ TEST(HfFolder, BadConfigsAreNamed) {
   EXPECT_TRUE(has(error_of([&] { app::read_hf_config(dir.path()); }), "config.json: not JSON"));
   write_text(cfg, R"({"model_type": "t5"})");
   const std::string t5 = error_of([&] { app::read_hf_config(dir.path()); });
-  EXPECT_TRUE(has(t5, "model_type is t5") && has(t5, "gpt2, bert, vit, llama, qwen2, mistral")) << t5;
+  EXPECT_TRUE(has(t5, "model_type is t5") && has(t5, "gpt2, bert, vit, llama, qwen2, mistral, qwen3")) << t5;
   std::string c = kGpt2Config;
   write_text(cfg, c.replace(c.find("GPT2LMHeadModel"), 15, "GPT2ForTokenClassification"));
   EXPECT_TRUE(has(error_of([&] { app::read_hf_config(dir.path()); }), "architectures[0] is GPT2ForTokenClassification"));

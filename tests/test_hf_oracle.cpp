@@ -4,7 +4,7 @@
 // Llama with grouped-query attention, an untied head and Llama 3's rope
 // scaling, a Llama with attention_bias (q, k, v and o biased), a Qwen2 with
 // q/k/v biases and a tied head, a Mistral whose sliding window is shorter
-// than the sequence), perturbs every
+// than the sequence, a Qwen3 with its per-head q/k norms), perturbs every
 // parameter and saves each with save_pretrained, with its fp32 logits and
 // fp64 gradients. ACTkit loads each folder and must give transformers'
 // logits; its L0 gradients must be as close to the fp64 ones as
@@ -201,7 +201,7 @@ TEST_P(HfOracle, LogitsGradientsAndRoundTripMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfOracle,
-                         ::testing::Values("gpt2", "bert", "vit", "llama", "llama-bias", "qwen2", "mistral"),
+                         ::testing::Values("gpt2", "bert", "vit", "llama", "llama-bias", "qwen2", "mistral", "qwen3"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');  // gtest names are identifiers

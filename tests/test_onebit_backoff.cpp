@@ -52,6 +52,21 @@ TEST(OneBitBackoff, SurgeAfterTheFreezeReturnsToTheWarmup) {
     EXPECT_EQ(opt->freeze_step(), 6 + 5) << algo;  // step 7 is the first of the new warm-up
     EXPECT_EQ(opt->exchange_stats().compressed_steps, 1) << algo;
     EXPECT_EQ(opt->exchange_stats().warmup_steps, 6) << algo;
+    {
+      // v moved at the 5 warm-up steps and the backed-off one, not at the 1-bit step between: Adam's bias
+      // correction counts 6 (counting the step's 7 made its next steps about 2x too large late in a run).
+      torch::serialize::OutputArchive out;
+      opt->save(out);
+      std::stringstream bytes;
+      out.save_to(bytes);
+      torch::serialize::InputArchive in;
+      in.load_from(bytes);
+      c10::IValue v;
+      in.read("p0.variance_steps", v);
+      EXPECT_EQ(v.toInt(), 6) << algo;
+      in.read("p0.step", v);
+      EXPECT_EQ(v.toInt(), 7) << algo;
+    }
     run(*opt, x, 4, 0, 1);
     EXPECT_TRUE(opt->compressing()) << algo << ": frozen again after the second warm-up";
 

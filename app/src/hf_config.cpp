@@ -209,7 +209,8 @@ void read_llama(const Config& c, HfModelInfo& m) {
   o.layers = c.count("num_hidden_layers", kMaxLayers);
   o.heads = c.count("num_attention_heads", kMaxWidth);
   o.kv_heads = c.count("num_key_value_heads", kMaxWidth, o.heads);
-  o.head_dim = c.count("head_dim", kMaxWidth, 0);
+  // Qwen3Config's head_dim defaults to 128; the others' to hidden / heads (0 here).
+  o.head_dim = c.count("head_dim", kMaxWidth, m.model_type == "qwen3" ? 128 : 0);
   o.intermediate = c.count("intermediate_size", kMaxWidth);
   o.norm_eps = c.number_in("rms_norm_eps", 1e-30, 1.0, 1e-6);
   o.dropout = c.number_in("attention_dropout", 0.0, 1.0, 0.0);
@@ -221,11 +222,16 @@ void read_llama(const Config& c, HfModelInfo& m) {
     o.attention_bias = true;  // Qwen2's q/k/v projections always carry biases
     require_flag(c, "use_sliding_window", false, false);
   } else if (m.model_type == "mistral") {
-    // Each token sees itself and the sliding_window - 1 before it (null: every one before it).
-    o.sliding_window = c.count("sliding_window", kMaxPositions, 0);
+    // Each token sees itself and the sliding_window - 1 before it: null, every one before it;
+    // absent, MistralConfig's default 4096.
+    o.sliding_window = c.raw().contains("sliding_window") ? c.count("sliding_window", kMaxPositions, 0) : 4096;
   } else {
-    // transformers' LlamaAttention gives all four projections, o_proj
-    // included, a bias under attention_bias.
+    if (m.model_type == "qwen3") {
+      o.qk_norm = true;  // q_norm and k_norm, always
+      require_flag(c, "use_sliding_window", false, false);
+    }
+    // transformers' LlamaAttention (and Qwen3Attention) gives all four
+    // projections, o_proj included, a bias under attention_bias.
     o.attention_bias = c.flag("attention_bias", false);
     o.output_bias = o.attention_bias;
     if (c.integer("pretraining_tp", 1) != 1) throw c.unsupported("pretraining_tp", "not 1", "1");
@@ -252,6 +258,7 @@ const std::vector<Known>& known() {
       {"llama", HfFamily::kLlama, {"LlamaForCausalLM", "LlamaModel"}, read_llama},
       {"qwen2", HfFamily::kLlama, {"Qwen2ForCausalLM", "Qwen2Model"}, read_llama},
       {"mistral", HfFamily::kLlama, {"MistralForCausalLM", "MistralModel"}, read_llama},
+      {"qwen3", HfFamily::kLlama, {"Qwen3ForCausalLM", "Qwen3Model"}, read_llama},
   };
   return k;
 }

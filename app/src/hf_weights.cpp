@@ -126,6 +126,9 @@ std::vector<Rule> rules(const HfModelInfo& m) {
           if (o.attention_bias) r.push_back({l + "self_attn." + p + ".bias", {l + "self_attn." + p + ".bias"}});
         }
         if (o.output_bias) r.push_back({l + "self_attn.o_proj.bias", {l + "self_attn.o_proj.bias"}});
+        if (o.qk_norm) {
+          for (const char* p : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"}) r.push_back({l + p, {l + p}});
+        }
       }
       r.push_back({"norm.weight", {"norm.weight"}});
       if (!o.tie_embeddings) r.push_back({"lm_head.weight", {"/lm_head.weight"}, Layout::kSame, true});

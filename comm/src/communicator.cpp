@@ -101,30 +101,12 @@ Communicator::~Communicator() {
   // Destroyed by an exception (a refused checkpoint, bad data, a crash of
   // this rank's own making): say so in the store, so that peers waiting in
   // a handshake fail at once naming this rank instead of at their timeout.
-  if (std::uncaught_exceptions() > 0 && s.store) {
+  const bool failing = std::uncaught_exceptions() > 0 && s.store;
+  if (failing) {
     try {
       s.store->set(abort_key(s.config.rank), std::vector<uint8_t>{1});
     } catch (const std::exception&) {
       // The store is gone with rank 0: the peers notice that themselves.
-    }
-    // The store goes with this process: stay until every peer has marked
-    // its own way out (after its diagnosis, which reads the store to name
-    // the rank that stopped), briefly and at most once. Without it a peer
-    // failing a moment after rank 0 found the store gone and named no one
-    // (measured under load: DataParallelRanks.DeadRankIsNamedWithinTheTimeout).
-    // A dead peer never marks: the wait is bounded as the handshake's is.
-    if (s.hosts_store) {
-      const auto deadline = std::chrono::steady_clock::now() +
-                            std::min<std::chrono::steady_clock::duration>(s.config.timeout, std::chrono::seconds(10));
-      try {
-        for (int r = 1; r < s.config.world_size; ++r) {
-          while (!s.store->check({abort_key(r)}) && std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(kStorePoll);
-          }
-        }
-      } catch (const std::exception&) {
-        // Nothing more to wait for.
-      }
     }
   }
   // Let queued sends leave (each bounded by the timeout), then stop.
@@ -143,6 +125,28 @@ Communicator::~Communicator() {
     in->cv.notify_all();
   }
   for (auto& [key, in] : s.inbound) in->thread.join();
+  // The store goes with this process. Close the groups' connections first,
+  // so that a peer blocked on this rank fails now; then stay until every
+  // peer has marked its own way out (after its diagnosis, which reads the
+  // store to name the rank that stopped), briefly and at most once. Without
+  // it a peer failing a moment after rank 0 found the store gone and named
+  // no one (seen under load: DataParallelRanks.DeadRankIsNamedWithinTheTimeout).
+  // A dead peer never marks: the wait is bounded as the handshake's is.
+  if (failing && s.hosts_store) {
+    s.collective_group.reset();
+    s.group.reset();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::min<std::chrono::steady_clock::duration>(s.config.timeout, std::chrono::seconds(10));
+    try {
+      for (int r = 1; r < s.config.world_size; ++r) {
+        while (!s.store->check({abort_key(r)}) && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(kStorePoll);
+        }
+      }
+    } catch (const std::exception&) {
+      // Nothing more to wait for.
+    }
+  }
 }
 
 int Communicator::rank() const { return impl_->config.rank; }

@@ -31,6 +31,7 @@ struct LlamaShape {
   RopeScaling scaling;
   bool tie_embeddings, attention_bias, output_bias;
   int64_t window;  // ModelOptions::sliding_window
+  bool qk_norm;    // ModelOptions::qk_norm
 };
 
 // The rotary inverse frequencies, (head_dim / 2) in fp32 on the CPU, with
@@ -114,15 +115,26 @@ class LlamaAttentionImpl : public ReplaceableModule {
         scores_(add_slot("scores", MatMul())),
         softmax_(add_slot("softmax", nn::Softmax(-1))),
         attn_drop_(add_slot("attn_drop", nn::Dropout(c.dropout))),
-        context_(add_slot("context", MatMul())) {}
+        context_(add_slot("context", MatMul())) {
+    // After o_proj, as transformers registers them (named_parameters' order).
+    if (c.qk_norm) {
+      q_norm_ = &add_slot("q_norm", RMSNorm(c.head_dim, c.eps));
+      k_norm_ = &add_slot("k_norm", RMSNorm(c.head_dim, c.eps));
+    }
+  }
 
   at::Tensor forward(const at::Tensor& x) {
     const int64_t b = x.size(0), t = x.size(1), rep = heads_ / kv_heads_;
-    const auto split = [&](const at::Tensor& m, int64_t n) { return m.view({b, t, n, head_dim_}).transpose(1, 2); };
+    // (b, t, n·d) -> (b, n, t, d); Qwen3 normalizes each head's vector first.
+    const auto split = [&](const at::Tensor& m, int64_t n, nn::AnyModule* norm = nullptr) {
+      at::Tensor h = m.view({b, t, n, head_dim_});
+      if (norm != nullptr) h = norm->forward(h);
+      return h.transpose(1, 2);
+    };
     const at::Tensor qp = q_proj_.forward(x);
     const auto tables = rotary_->tables(t, qp);  // cos, sin
-    const at::Tensor q = apply_rotary(split(qp, heads_), tables.first, tables.second);
-    const at::Tensor k = apply_rotary(split(k_proj_.forward(x), kv_heads_), tables.first, tables.second);
+    const at::Tensor q = apply_rotary(split(qp, heads_, q_norm_), tables.first, tables.second);
+    const at::Tensor k = apply_rotary(split(k_proj_.forward(x), kv_heads_, k_norm_), tables.first, tables.second);
     const at::Tensor v = split(v_proj_.forward(x), kv_heads_);
     // Grouped-query attention without repeating k and v (transformers'
     // repeat_kv): the `rep` query heads that share a key/value head are
@@ -148,6 +160,8 @@ class LlamaAttentionImpl : public ReplaceableModule {
   double scaling_;  // head_dim ** -0.5, as transformers computes it
   std::shared_ptr<LlamaRotary> rotary_;
   nn::AnyModule &q_proj_, &k_proj_, &v_proj_, &o_proj_, &scores_, &softmax_, &attn_drop_, &context_;
+  nn::AnyModule* q_norm_ = nullptr;  // Qwen3's
+  nn::AnyModule* k_norm_ = nullptr;
 };
 TORCH_MODULE(LlamaAttention);
 
@@ -313,6 +327,7 @@ LlamaShape llama_shape(const std::string& name, const ModelOptions& o) {
   c.output_bias = o.output_bias;
   if (o.sliding_window < 0) fail(c10::str("sliding_window (", o.sliding_window, ") must be >= 0 (0: none)"));
   c.window = o.sliding_window;
+  c.qk_norm = o.qk_norm;
   return c;
 }
 

@@ -41,8 +41,9 @@ void Adam::warmup_update(Param& p, const torch::Tensor& gradient) {
     s.exp_avg_sq = torch::zeros_like(p.tensor, at::MemoryFormat::Preserve);
   }
   s.step += 1;
+  s.variance_steps += 1;  // = step until a back-off: v stood still in the 1-bit steps between
   const double bias_correction1 = 1 - std::pow(o.beta1(), double(s.step));
-  const double bias_correction2 = 1 - std::pow(o.beta2(), double(s.step));
+  const double bias_correction2 = 1 - std::pow(o.beta2(), double(s.variance_steps));
   torch::Tensor grad = gradient;
   if (o.weight_decay() != 0) grad = grad.add(p.tensor, o.weight_decay());
   s.exp_avg.mul_(o.beta1()).add_(grad, 1 - o.beta1());

@@ -59,6 +59,7 @@ std::vector<std::pair<std::string, std::string>> DataParallelOptimizer::handshak
   return {{"optimizer", algorithm_},
           {"exchange", to_string(exchange_.exchange)},
           {"warmup steps", std::to_string(exchange_.exchange == Exchange::kOneBit ? exchange_.warmup_steps : 0)},
+          {"1-bit back-off", exchange_.exchange == Exchange::kOneBit ? c10::str(exchange_.backoff_factor) : "-"},
           {"parameters", c10::str(count, " tensors, ", values, " values")}};
 }
 
@@ -101,7 +102,7 @@ torch::Tensor DataParallelOptimizer::step(LossClosure closure) {
     return loss;
   }
   ++steps_;
-  if (!frozen_ && exchange_.exchange == Exchange::kOneBit && steps_ == freeze_at_) freeze_now(params);
+  if (!frozen_ && exchange_.exchange == Exchange::kOneBit && steps_ >= freeze_at_) freeze_now(params);
   return loss;
 }
 
@@ -120,7 +121,7 @@ void DataParallelOptimizer::freeze_now(std::vector<Param>& params) {
   freeze(fused);
   double square = 0;
   for (Param& p : fused) {
-    p.state->frozen_step = p.state->step;
+    p.state->frozen_step = p.state->variance_steps;
     // v sums the squares of every averaged warm-up gradient: exactly 0
     // where each of them was 0 (on every rank).
     const at::Tensor live = p.state->exp_avg_sq.ne(0);
@@ -239,13 +240,25 @@ int DataParallelOptimizer::compressed_step(std::vector<Param>& params) {
   Communicator* comm = exchange_.comm;
   const int64_t before = comm != nullptr ? comm->collective_stats().wire_bytes : 0;
   const bool ok = allreduce_->average(fused, c10::str("1-bit momentum allreduce of step ", steps_ + 1));
-  if (comm != nullptr) stats_.compressed_bytes += comm->collective_stats().wire_bytes - before;
-  if (!ok) return 0;
+  const int64_t sent = comm != nullptr ? comm->collective_stats().wire_bytes - before : 0;
+  if (!ok) {
+    stats_.compressed_bytes += sent;
+    return 0;
+  }
+  offset = 0;
+  for (int64_t i : layout_) {
+    const Param& p = params[size_t(i)];
+    const int64_t n = p.tensor.numel();
+    if (p.state->live.defined()) fused.narrow(0, offset, n).view_as(p.tensor).mul_(p.state->live);
+    offset += n;
+  }
   // The average is the same on every rank, so every rank decides alike.
   const double norm = fused.norm().item<double>();
   if (exchange_.backoff_factor > 0 && momentum_norm_avg_ > 0 && norm > exchange_.backoff_factor * momentum_norm_avg_) {
+    stats_.warmup_bytes += sent;  // the step is a warm-up step: all it sent counts there
     return -1;
   }
+  stats_.compressed_bytes += sent;
   // A moving average over about ten steps: slow enough that a spike stands
   // out, fast enough to follow the momentum's own decay.
   momentum_norm_avg_ = momentum_norm_avg_ > 0 ? 0.9 * momentum_norm_avg_ + 0.1 * norm : norm;
@@ -254,8 +267,7 @@ int DataParallelOptimizer::compressed_step(std::vector<Param>& params) {
   for (int64_t i : layout_) {
     Param& p = params[size_t(i)];
     const int64_t n = p.tensor.numel();
-    at::Tensor m = fused.narrow(0, offset, n).view_as(p.tensor);
-    if (p.state->live.defined()) m.mul_(p.state->live);
+    at::Tensor m = fused.narrow(0, offset, n).view_as(p.tensor);  // masked above
     const at::Tensor before = trace_ ? p.tensor.detach().clone() : at::Tensor();
     compressed_update(p, m);
     if (trace_) p.state->last_update_ratio = relative_update(before, p.tensor);
@@ -289,6 +301,7 @@ void DataParallelOptimizer::save(torch::serialize::OutputArchive& archive) const
     const std::string k = c10::str("p", i, ".");
     archive.write(k + "step", c10::IValue(s.step));
     archive.write(k + "frozen_step", c10::IValue(s.frozen_step));
+    archive.write(k + "variance_steps", c10::IValue(s.variance_steps));
     archive.write(k + "scalars", torch::tensor({s.c_avg, s.ratio, s.momentum_scale, s.last_coefficient,
                                                 double(s.c_updates)},
                                                torch::kDouble));
@@ -348,6 +361,10 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
     s->step = v.toInt();
     archive.read(k + "frozen_step", v);
     s->frozen_step = v.toInt();
+    // Files from before the back-off never backed off: v moved at every warm-up step, the step count's.
+    s->variance_steps = archive.try_read(k + "variance_steps", v) ? v.toInt()
+                        : s->frozen_step > 0                      ? s->frozen_step
+                                                                  : s->step;
     at::Tensor scalars;
     archive.read(k + "scalars", scalars);
     if (scalars.scalar_type() != at::kDouble || scalars.numel() != 5) {

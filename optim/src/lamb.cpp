@@ -68,6 +68,7 @@ void Lamb::warmup_update(Param& p, const torch::Tensor& grad) {
     s.exp_avg_sq = torch::zeros_like(p.tensor, at::MemoryFormat::Preserve);
   }
   s.step += 1;
+  s.variance_steps += 1;
   s.exp_avg.mul_(o.beta1()).add_(grad, 1 - o.beta1());
   s.exp_avg_sq.mul_(o.beta2()).addcmul_(grad, grad, 1 - o.beta2());
   const torch::Tensor u = direction(o, p.tensor, s.exp_avg, s.exp_avg_sq);

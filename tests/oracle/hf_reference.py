@@ -67,6 +67,10 @@ def cases():
         "mistral": (t.MistralForCausalLM,
                     t.MistralConfig(vocab_size=VOCAB, num_key_value_heads=2, max_position_embeddings=64,
                                     tie_word_embeddings=False, sliding_window=5, **common)),
+        # Qwen3: q and k normalized per head before the rotation, head_dim 16 (not hidden / heads), a tied head.
+        "qwen3": (t.Qwen3ForCausalLM,
+                  t.Qwen3Config(vocab_size=VOCAB, num_key_value_heads=2, max_position_embeddings=64, head_dim=16,
+                                tie_word_embeddings=True, **common)),
         # Qwen2: q/k/v biases, a tied head.
         "qwen2": (t.Qwen2ForCausalLM,
                   t.Qwen2Config(vocab_size=VOCAB, num_key_value_heads=2, max_position_embeddings=64,

@@ -23,7 +23,7 @@ enum class HfFamily { kGpt2, kBert, kVit, kLlama };
 // What config.json says, in the zoo's terms.
 struct HfModelInfo {
   HfFamily family = HfFamily::kGpt2;
-  std::string model_type;    // config.json's model_type: "gpt2", "bert", "vit", "llama", "qwen2", "mistral"
+  std::string model_type;    // config.json's model_type: "gpt2", "bert", "vit", "llama", "qwen2", "mistral", "qwen3"
   std::string architecture;  // its architectures[0], e.g. "Qwen2ForCausalLM"
   std::string headed_architecture;  // the family's model with its head: what save_hf_folder writes
   std::string zoo_name;      // the zoo model it maps onto: "gpt2", "bert", "vit", "llama"

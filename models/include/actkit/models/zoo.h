@@ -69,6 +69,9 @@ struct ModelOptions {
   // Mistral's sliding window: token i attends to j with i - window < j <= i
   // (0: every j <= i).
   int64_t sliding_window = 0;
+  // Qwen3: an RMSNorm (head_dim wide, norm_eps) over each head's query and
+  // key before the rotation (q_norm, k_norm).
+  bool qk_norm = false;
 };
 
 // One piece of a model cut for pipeline parallelism. Running a model's

@@ -125,7 +125,8 @@ class DataParallelOptimizer : public torch::optim::Optimizer {
   // undefined for Adam.
   struct State {
     int64_t step = 0;            // updates of this parameter
-    int64_t frozen_step = 0;     // its step at the freeze
+    int64_t frozen_step = 0;     // its variance updates at the freeze (Adam's bias correction of v_f)
+    int64_t variance_steps = 0;  // updates of v: the warm-up steps, a back-off's second warm-up included
     torch::Tensor exp_avg;       // m
     torch::Tensor exp_avg_sq;    // v (frozen from the freeze on)
     torch::Tensor fresh_sq;      // LAMB: the fresh variance of the compression stage
