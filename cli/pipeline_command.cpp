@@ -148,6 +148,7 @@ void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
                "{} compressed steps, {} and {} bytes\n",
                f.run.replica_optimizer.name(), r.exchange_bytes, double(r.exchange_bytes) / double(steps_run),
                e.warmup_steps, e.compressed_steps, e.warmup_bytes, e.compressed_bytes);
+    if (e.backoffs > 0) fmt::print("replica exchange: {} back-offs to the warm-up\n", e.backoffs);
   }
   fmt::print("train loss {:.4f}  validation loss {:.4f}  {:.0f} tokens/s  step {:.0f} ms  compression {:.2f}x\n",
              r.last_loss, r.val_loss, r.tokens_per_s, 1000 * r.step_time_s, r.compression_ratio());

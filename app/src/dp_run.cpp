@@ -237,14 +237,19 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
       group.options().set_lr(scheduled_lr(config.lr_plan, config.lr, s, total));
     }
     const Batch b = data->rank_batch(s, rank, world, share);
-    const bool compressing = opt->compressing();  // before the step that may freeze
+    const optim::ExchangeStats before = opt->exchange_stats();
     const at::Tensor loss = train_step(*model, *converted.controller, *opt, b.inputs, b.labels, {}, config.accumulate);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // What the step was, by the counter it moved: a 1-bit step that backed
+    // off is a warm-up step (and a skipped one neither).
+    const optim::ExchangeStats& after = opt->exchange_stats();
+    const bool compressing = after.compressed_steps > before.compressed_steps;
+    const bool warming_up = after.warmup_steps > before.warmup_steps;
     // The first step of each stage pays for warm-up (allocations, the freeze).
-    if (compressing && s > start && opt->exchange_stats().compressed_steps > 1) {
+    if (compressing && s > start && after.compressed_steps > 1) {
       compressed_s += dt;
       ++compressed_timed;
-    } else if (!compressing && s > start) {
+    } else if (warming_up && s > start) {
       warmup_s += dt;
       ++warmup_timed;
     }

@@ -351,6 +351,8 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
     optim::ExchangeStats& e = r.stage0_exchange;
     e.warmup_steps = std::max(e.warmup_steps, x.warmup_steps);
     e.compressed_steps = std::max(e.compressed_steps, x.compressed_steps);
+    e.skipped_steps = std::max(e.skipped_steps, x.skipped_steps);
+    e.backoffs = std::max(e.backoffs, x.backoffs);
     e.warmup_bytes += x.warmup_bytes;
     e.compressed_bytes += x.compressed_bytes;
   }
@@ -430,6 +432,7 @@ nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult&
           {"replicas", c.replicas},
           {"optimizer", c.replicas > 1 ? config.replica_optimizer.name() : pipeline::to_string(c.optimizer)},
           {"dp_warmup_steps", r.start.replica_warmup_steps},
+          {"dp_backoffs", r.stage0_exchange.backoffs},
           {"exchange_bytes", r.exchange_bytes},
           {"boundary_bytes", r.boundary_bytes},
           {"bytes_per_step", double(r.boundary_bytes + r.exchange_bytes) / double(steps_run)}};
