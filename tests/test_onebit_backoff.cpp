@@ -37,6 +37,17 @@ double run(optim::DataParallelOptimizer& opt, const torch::Tensor& x, int steps,
   return moved;
 }
 
+// What `opt` saves, ready to read.
+std::unique_ptr<torch::serialize::InputArchive> saved(const optim::DataParallelOptimizer& opt) {
+  torch::serialize::OutputArchive out;
+  opt.save(out);
+  std::stringstream bytes;
+  out.save_to(bytes);
+  auto in = std::make_unique<torch::serialize::InputArchive>();
+  in->load_from(bytes);
+  return in;
+}
+
 // A surge of 100 at the second 1-bit step: the step is a warm-up step (the
 // fp32 average, v and LAMB's coefficient updated), the stage starts a new
 // warm-up of the same length, then freezes again. Without the back-off the
@@ -55,16 +66,11 @@ TEST(OneBitBackoff, SurgeAfterTheFreezeReturnsToTheWarmup) {
     {
       // v moved at the 5 warm-up steps and the backed-off one, not at the 1-bit step between: Adam's bias
       // correction counts 6 (counting the step's 7 made its next steps about 2x too large late in a run).
-      torch::serialize::OutputArchive out;
-      opt->save(out);
-      std::stringstream bytes;
-      out.save_to(bytes);
-      torch::serialize::InputArchive in;
-      in.load_from(bytes);
+      const auto in = saved(*opt);
       c10::IValue v;
-      in.read("p0.variance_steps", v);
+      in->read("p0.variance_steps", v);
       EXPECT_EQ(v.toInt(), 6) << algo;
-      in.read("p0.step", v);
+      in->read("p0.step", v);
       EXPECT_EQ(v.toInt(), 7) << algo;
     }
     run(*opt, x, 4, 0, 1);
@@ -94,16 +100,8 @@ TEST(OneBitBackoff, NoiseDoesNotBackOffAndCheckpointsKeepTheNextFreeze) {
   auto surged = make("lamb", z, 4);
   run(*surged, z, 7, 7, 100);
   ASSERT_EQ(surged->exchange_stats().backoffs, 1);
-  std::stringstream bytes;
-  {
-    torch::serialize::OutputArchive out;
-    surged->save(out);
-    out.save_to(bytes);
-  }
   auto again = make("lamb", z.detach().clone().requires_grad_(true), 4);
-  torch::serialize::InputArchive in;
-  in.load_from(bytes);
-  again->load(in);
+  again->load(*saved(*surged));
   EXPECT_EQ(again->freeze_step(), surged->freeze_step());
   EXPECT_EQ(again->exchange_stats().backoffs, 1);
   EXPECT_FALSE(again->compressing());

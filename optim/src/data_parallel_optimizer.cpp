@@ -361,10 +361,8 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
     s->step = v.toInt();
     archive.read(k + "frozen_step", v);
     s->frozen_step = v.toInt();
-    // Files from before the back-off never backed off: v moved at every warm-up step, the step count's.
-    s->variance_steps = archive.try_read(k + "variance_steps", v) ? v.toInt()
-                        : s->frozen_step > 0                      ? s->frozen_step
-                                                                  : s->step;
+    archive.read(k + "variance_steps", v);
+    s->variance_steps = v.toInt();
     at::Tensor scalars;
     archive.read(k + "scalars", scalars);
     if (scalars.scalar_type() != at::kDouble || scalars.numel() != 5) {
@@ -395,10 +393,12 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
   const bool frozen = v.toBool();
   archive.read("skipped_steps", v);
   const int64_t skipped = v.toInt();
-  // Written since the back-off; a file without them never backed off.
-  const int64_t freeze_at = archive.try_read("freeze_at", v) ? v.toInt() : exchange_.warmup_steps;
-  const int64_t backoffs = archive.try_read("backoffs", v) ? v.toInt() : 0;
-  const double momentum_norm_avg = archive.try_read("momentum_norm_avg", v) ? v.toDouble() : 0.0;
+  archive.read("freeze_at", v);
+  const int64_t freeze_at = v.toInt();
+  archive.read("backoffs", v);
+  const int64_t backoffs = v.toInt();
+  archive.read("momentum_norm_avg", v);
+  const double momentum_norm_avg = v.toDouble();
   if (freeze_at < exchange_.warmup_steps || backoffs < 0 || !(momentum_norm_avg >= 0)) {
     refuse(c10::str("its back-off state (freeze at step ", freeze_at, ", ", backoffs, " back-offs) is not possible"));
   }
