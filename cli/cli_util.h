@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "actkit/app/hf_output.h"
+#include "actkit/hf/hf_output.h"
 #include "actkit/app/lr_schedule.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -96,12 +96,12 @@ inline void add_save_hf_options(CLI::App* command, std::string* folder, bool* ov
   command->add_flag("--save-hf-over-init", *over_init,
                     "Let --save-hf be the --init folder itself: its weights are replaced by the trained ones");
 }
-// Before anything runs: `folder` may be written (app::check_hf_output:
+// Before anything runs: `folder` may be written (check_hf_output:
 // new, empty, ACTkit's, or the --init folder with --save-hf-over-init), and
 // is made if missing. Throws InvalidInput or IoError naming it.
 inline void check_save_hf(const std::string& folder, const std::string& init, bool over_init,
                           const std::string& command) {
-  app::check_hf_output(folder, init, over_init, command + ": --save-hf");
+  check_hf_output(folder, init, over_init, command + ": --save-hf");
   files::check_writable_folder(folder);
 }
 

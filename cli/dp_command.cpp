@@ -12,7 +12,7 @@
 
 #include "actkit/app/dp_run.h"
 #include "actkit/app/checkpoint_folder.h"
-#include "actkit/app/hf_folder.h"
+#include "actkit/hf/hf_folder.h"
 #include "actkit/core/errors.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -38,7 +38,7 @@ void finish_config(DpFlags& f) {
   app::DpRunConfig& r = f.run;
   if (!r.init.empty()) {
     // A Hugging Face folder names its model; its text is the fortunes unless --data says otherwise.
-    const app::HfModelInfo info = app::read_hf_config(r.init);
+    const HfModelInfo info = read_hf_config(r.init);
     r.model = info.zoo_name;
     if (!f.data_given && app::is_language_model(r.model)) f.data = "fortunes";
   }
@@ -47,7 +47,7 @@ void finish_config(DpFlags& f) {
   r.optimizer.backoff_factor = backoff;
   r.level = parse_level(f.level);
   r.link = parse_link_mode(f.link);
-  r.data.set = app::parse_data_set(f.data);
+  r.data.set = parse_data_set(f.data);
   r.egress = {parse_bandwidth(f.bandwidth), parse_latency(f.latency)};
   r.group.backend = f.rank.backend;
   r.validate();
@@ -100,7 +100,7 @@ void run_rank(DpFlags& f) {
                                                               c.accumulate, int64_t(s.workers) * c.batch * c.accumulate);
     fmt::print("{} workers × {} of {} on {} ({} examples), {} over {}, warm-up {} of {} steps, level {}, "
                "link {} {}\n",
-               s.workers, batch, c.model, app::describe_data(c.data.set, c.data.path), s.train_examples,
+               s.workers, batch, c.model, describe_data(c.data.set, c.data.path), s.train_examples,
                optim::to_string(c.optimizer.algorithm), optim::to_string(c.optimizer.exchange), s.warmup_steps,
                s.steps, c.level.spec, to_string(c.link), format_bandwidth(c.egress.bits_per_second));
     std::fflush(stdout);

@@ -14,7 +14,7 @@
 #include <new>
 #include <thread>
 
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/version.h"
@@ -35,7 +35,7 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   // A rank started by `actkit dp` / `actkit pipeline` ends with its launcher.
-  actkit::app::end_with_parent();
+  actkit::end_with_parent();
   // A rank writing to a peer that just died gets EPIPE (and names the peer),
   // not a SIGPIPE that kills it and blurs which rank failed first.
   if (actkit::GroupConfig::in_env()) std::signal(SIGPIPE, SIG_IGN);
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   // (the time an ACTkit error was raised; others, when it was caught here).
   const auto fail = [](const std::string& message, std::chrono::system_clock::time_point raised, int status) {
     std::cerr << "actkit: " << (status == 1 ? "error: " : "unexpected error: ") << message << "\n";
-    actkit::app::note_error(message, raised);
+    actkit::note_error(message, raised);
     return status;
   };
   const auto caught = [] { return std::chrono::system_clock::now(); };

@@ -11,10 +11,10 @@
 #include "actkit/core/level.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "actkit/app/maxbatch_search.h"
+#include "actkit/measure/maxbatch_search.h"
 #include "self_process.h"
-#include "actkit/app/process.h"
-#include "actkit/app/svg_plot.h"
+#include "actkit/process/process.h"
+#include "actkit/measure/svg_plot.h"
 
 namespace actkit::cli {
 namespace {
@@ -36,24 +36,24 @@ struct MaxBatchArgs {
   bool child = false;          // run by a parent maxbatch: probe lines only
 };
 
-void write_plot(const std::string& path, const std::string& title, const std::vector<app::MaxBatchResult>& results) {
+void write_plot(const std::string& path, const std::string& title, const std::vector<MaxBatchResult>& results) {
   const bool svg = path.size() > 4 && path.substr(path.size() - 4) == ".svg";
   const bool png = path.size() > 4 && path.substr(path.size() - 4) == ".png";
   if (!svg && !png) throw InvalidInput("maxbatch: --plot must end in .svg or .png");
-  std::vector<app::PlotSeries> series;
+  std::vector<PlotSeries> series;
   for (const auto& r : results) {
-    app::PlotSeries s{r.level, {}};
+    PlotSeries s{r.level, {}};
     for (const auto& p : r.probes) {
       if (p.fits) s.points.emplace_back(double(p.batch), double(p.batch) / p.step_seconds);
     }
     series.push_back(std::move(s));
   }
   const std::string svg_path = svg ? path : path + ".svg";
-  app::write_svg_line_plot(svg_path, title, "batch size", "throughput (samples/s)", series);
+  write_svg_line_plot(svg_path, title, "batch size", "throughput (samples/s)", series);
   if (png) {
     // PNG through rsvg-convert or ImageMagick when one is installed.
     const auto converted = [](const std::vector<std::string>& argv) {
-      return app::program_in_path(argv.front()) && app::run_process(argv, app::ChildOutput::kDiscard).succeeded();
+      return program_in_path(argv.front()) && run_process(argv, ChildOutput::kDiscard).succeeded();
     };
     if (!converted({"rsvg-convert", "-o", path, svg_path}) && !converted({"convert", svg_path, path})) {
       throw Error("maxbatch: PNG output needs rsvg-convert (librsvg2-bin) or ImageMagick; the SVG is at " + svg_path);
@@ -63,11 +63,11 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
 }
 
 // 1 - peak allocated / peak reserved of one probe.
-double fragmentation(const app::BatchProbe& p) {
+double fragmentation(const BatchProbe& p) {
   return p.peak_reserved > 0 ? 1.0 - double(p.peak_allocated) / double(p.peak_reserved) : 0.0;
 }
 
-void print_probe(const std::string& level, const app::BatchProbe& p) {
+void print_probe(const std::string& level, const BatchProbe& p) {
   if (p.fits) {
     fmt::print("  {:<4} batch {:>6}  fits   {:>8.1f} samples/s  peak {} ({:.1f}% fragmentation)\n", level, p.batch,
                double(p.batch) / p.step_seconds, mib(p.peak_reserved), 100.0 * fragmentation(p));
@@ -79,7 +79,7 @@ void print_probe(const std::string& level, const app::BatchProbe& p) {
 
 // The JSON form of one level's search, and back (what a child process
 // hands its parent).
-nlohmann::json to_json(const app::MaxBatchResult& r) {
+nlohmann::json to_json(const MaxBatchResult& r) {
   nlohmann::json probes = nlohmann::json::array();
   for (const auto& p : r.probes) {
     probes.push_back({{"batch", p.batch},
@@ -95,14 +95,14 @@ nlohmann::json to_json(const app::MaxBatchResult& r) {
           {"probes", probes}};
 }
 
-app::MaxBatchResult result_from_json(const nlohmann::json& j) {
-  app::MaxBatchResult r;
+MaxBatchResult result_from_json(const nlohmann::json& j) {
+  MaxBatchResult r;
   r.level = j.at("level").get<std::string>();
   r.max_batch = j.at("max_batch").get<int64_t>();
   r.throughput = j.at("throughput").get<double>();
   r.allocator = j.at("allocator").get<std::string>();
   for (const auto& q : j.at("probes")) {
-    app::BatchProbe p;
+    BatchProbe p;
     p.batch = q.at("batch").get<int64_t>();
     p.fits = q.at("fits").get<bool>();
     const double throughput = q.at("throughput").get<double>();
@@ -127,7 +127,7 @@ std::vector<std::string> child_args(const MaxBatchArgs& a, const std::string& le
 }
 
 void run(const MaxBatchArgs& a) {
-  app::MaxBatchConfig c;
+  MaxBatchConfig c;
   c.model = a.model;
   c.levels = parse_level_list(a.levels);
   const bool tokens = is_token_model(a.model);
@@ -162,19 +162,19 @@ void run(const MaxBatchArgs& a) {
                where);
   }
   // Separate processes first: on CUDA they find the device untouched.
-  std::vector<app::MaxBatchResult> results(c.levels.size());
+  std::vector<MaxBatchResult> results(c.levels.size());
   for (size_t i = 0; i < c.levels.size(); ++i) {
     if (!own_process[i]) continue;
     const nlohmann::json j = run_self(child_args(a, c.levels[i].spec), "maxbatch level " + c.levels[i].spec);
     results[i] = result_from_json(j.at("levels").at(0));
   }
-  app::MaxBatchConfig here = c;
+  MaxBatchConfig here = c;
   here.levels.clear();
   for (size_t i = 0; i < c.levels.size(); ++i) {
     if (!own_process[i]) here.levels.push_back(c.levels[i]);
   }
   if (!here.levels.empty()) {
-    auto local = app::run_maxbatch(here, print_probe);
+    auto local = run_maxbatch(here, print_probe);
     for (size_t i = 0, k = 0; i < c.levels.size(); ++i) {
       if (!own_process[i]) results[i] = std::move(local[k++]);
     }

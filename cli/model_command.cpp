@@ -13,8 +13,8 @@
 #include "actkit/core/errors.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "actkit/app/hf_folder.h"
-#include "actkit/app/level_memory.h"
+#include "actkit/hf/hf_folder.h"
+#include "actkit/measure/level_memory.h"
 
 namespace actkit::cli {
 namespace {
@@ -35,8 +35,8 @@ struct MemoryArgs {
 
 // The `count` backward nodes with the highest peaks, printed in execution
 // order, with what they add to the bytes held before backward.
-void print_top_nodes(const app::StepMeasurement& r, int count) {
-  std::vector<app::NodePeak> top = r.nodes;
+void print_top_nodes(const StepMeasurement& r, int count) {
+  std::vector<NodePeak> top = r.nodes;
   std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.peak > b.peak; });
   top.resize(std::min<size_t>(top.size(), size_t(count)));
   std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
@@ -49,22 +49,22 @@ void print_top_nodes(const app::StepMeasurement& r, int count) {
 }
 
 void run_memory(const MemoryArgs& a) {
-  app::LevelMemoryConfig config;
+  LevelMemoryConfig config;
   std::string model = a.model;
   if (!a.config.empty()) {
     // Only config.json is read: the weights are random, the shape is the model's.
     const std::string dir = files::is_directory(a.config) ? a.config : files::parent_path(a.config);
-    const app::HfModelInfo info = app::read_hf_config(dir.empty() ? "." : dir);
+    const HfModelInfo info = read_hf_config(dir.empty() ? "." : dir);
     model = info.zoo_name;
     config.options = info.options;
     // Random weights of this shape, their gradients and momenta: refused
     // before the allocation when the machine cannot hold them.
-    const double bytes = 3 * 4 * app::hf_parameter_estimate(info);
+    const double bytes = 3 * 4 * hf_parameter_estimate(info);
     const double memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
     if (a.device == "cpu" && bytes > memory) {
       throw InvalidInput(fmt::format("memory: {} makes about {:.3g} parameters: {:.1f} GiB of weights, gradients and "
                                      "momenta, more than this machine's {:.1f} GiB",
-                                     a.config, app::hf_parameter_estimate(info), bytes / (1 << 30), memory / (1 << 30)));
+                                     a.config, hf_parameter_estimate(info), bytes / (1 << 30), memory / (1 << 30)));
     }
   }
   config.model = model;
@@ -84,7 +84,7 @@ void run_memory(const MemoryArgs& a) {
 
   fmt::print("{} batch {} {} {} ({}, one training step per level)\n", a.config.empty() ? model : a.config, a.batch,
              tokens ? "sequence" : "image", config.length, a.device);
-  const auto results = app::measure_level_memory(config);
+  const auto results = measure_level_memory(config);
   const double l0 = double(results.front().activation_bytes);
   size_t width = 8;  // the level column fits the longest spec
   for (const auto& r : results) width = std::max(width, r.level.size());
@@ -164,9 +164,9 @@ void add_model_commands(CLI::App& app) {
     if (init->empty()) {
       m = make_model(*model);
     } else {
-      app::HfModelInfo info;
-      app::HfLoadReport loaded;
-      m = app::load_hf_model(*init, &info, &loaded);
+      const HfModelInfo info = read_hf_config(*init);
+      HfLoadReport loaded;
+      m = load_hf_model(info, &loaded);
       name = fmt::format("{} ({}, zoo {})", *init, info.architecture, info.zoo_name);
       fmt::print("{}: {} tensors from {}\n", *init, loaded.tensors, loaded.weights_file);
       for (const auto& t : loaded.fresh) fmt::print("  fresh (not in the folder): {}\n", t);

@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "actkit/app/checkpoint_folder.h"
-#include "actkit/app/hf_folder.h"
+#include "actkit/hf/hf_folder.h"
 #include "actkit/app/model_defaults.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/core/errors.h"
@@ -57,9 +57,9 @@ void finish_config(PipelineFlags& f) {
   c.seq_len = f.shape.seq_len;
   // A run resumed from a start of a Hugging Face folder: that folder again.
   app::resolve_pipeline_origin(r);
-  if (!r.init.empty() && app::is_hf_folder(r.init)) {
+  if (!r.init.empty() && is_hf_folder(r.init)) {
     // A Hugging Face folder names its model and shape (its tokenizer makes the tokens).
-    const app::HfModelInfo info = app::read_hf_config(r.init);
+    const HfModelInfo info = read_hf_config(r.init);
     if (!app::is_language_model(info.zoo_name)) {
       throw InvalidInput(fmt::format("pipeline: --init {}: {} is not a language model", r.init, info.architecture));
     }
@@ -95,7 +95,7 @@ void finish_config(PipelineFlags& f) {
     c.backward_links.push_back({rate, delays[i]});
   }
   r.first_link_bps = rates.front();
-  r.data.set = app::parse_data_set(f.data);
+  r.data.set = parse_data_set(f.data);
   if (c.replicas > 1) {
     const double backoff = r.replica_optimizer.backoff_factor;  // the flag's, before the name sets the rest
     r.replica_optimizer = optim::parse_optimizer_choice(f.optimizer);

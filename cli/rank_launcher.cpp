@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/core/errors.h"
 #include "cli_util.h"
@@ -31,15 +31,15 @@ std::string threads_per_rank(int ranks) {
   return std::to_string(std::max(1u, cores / unsigned(ranks)));
 }
 
-// Names the rank whose error came first (app::first_failure: the others
+// Names the rank whose error came first (first_failure: the others
 // may have failed because of it, or been stopped by the launcher), with
 // its message when it noted one.
-void check_results(const RankLaunch& l, const std::vector<app::ProcessResult>& results) {
-  const int first = app::first_failure(results);
+void check_results(const RankLaunch& l, const std::vector<ProcessResult>& results) {
+  const int first = first_failure(results);
   if (first < 0) return;
   int failed = 0;
   for (const auto& r : results) failed += r.succeeded() ? 0 : 1;
-  const app::ProcessResult& f = results[size_t(first)];
+  const ProcessResult& f = results[size_t(first)];
   const std::string others = failed > 1 ? c10::str("; ", failed - 1, " other rank(s) failed after it") : "";
   if (!f.error.empty()) {
     std::string message = f.error;
@@ -58,8 +58,8 @@ std::chrono::seconds failure_grace(const RankLaunch& l) { return std::chrono::se
 
 // Runs the ranks, each with a private TMPDIR and a note for its error, and
 // names the rank that failed first.
-void run_ranks(const RankLaunch& l, const std::vector<app::ProcessSpec>& ranks) {
-  check_results(l, app::run_processes(ranks, failure_grace(l), /*private_tmpdir=*/true));
+void run_ranks(const RankLaunch& l, const std::vector<ProcessSpec>& ranks) {
+  check_results(l, run_processes(ranks, failure_grace(l), /*private_tmpdir=*/true));
 }
 
 }  // namespace
@@ -139,9 +139,9 @@ RankLaunch rank_launch(const std::string& command, int64_t ranks, const std::str
 void launch_local(const RankLaunch& l) {
   const int port = l.port > 0 ? l.port : free_local_port();
   const std::string threads = threads_per_rank(l.ranks);
-  std::vector<app::ProcessSpec> ranks;
+  std::vector<ProcessSpec> ranks;
   for (int r = 0; r < l.ranks; ++r) {
-    std::vector<std::string> argv{app::self_executable()};
+    std::vector<std::string> argv{self_executable()};
     argv.insert(argv.end(), l.args.begin(), l.args.end());
     ranks.push_back({argv,
                      {{"RANK", std::to_string(r)},
@@ -159,14 +159,14 @@ void launch_local(const RankLaunch& l) {
 void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& peer_rate,
                    const std::function<double(int)>& egress_rate) {
   if (std::getenv("ACTKIT_NETNS") == nullptr) {
-    if (!app::program_in_path("unshare") || !app::program_in_path("tc") || !app::program_in_path("ip")) {
+    if (!program_in_path("unshare") || !program_in_path("tc") || !program_in_path("ip")) {
       throw Error(l.command + ": --link kernel needs unshare, ip and tc (util-linux, iproute2); use --link process");
     }
     // unshare and env exec: the launcher inside is this process's child, and ends with it.
     std::vector<std::string> argv{"unshare", "-n", "-m", "--propagation", "private", "env", "ACTKIT_NETNS=1",
-                                  "ACTKIT_PARENT_PID=" + std::to_string(::getpid()), app::self_executable()};
+                                  "ACTKIT_PARENT_PID=" + std::to_string(::getpid()), self_executable()};
     argv.insert(argv.end(), l.args.begin(), l.args.end());
-    if (!app::run_process(argv).succeeded()) {
+    if (!run_process(argv).succeeded()) {
       throw Error(l.command + ": the shaped run failed (see above; unshare -n -m needs root)");
     }
     return;
@@ -211,16 +211,16 @@ void launch_shaped(const RankLaunch& l, const std::function<double(int, int)>& p
     }
   }
   for (const auto& cmd : setup) {
-    if (!app::run_process(cmd, app::ChildOutput::kDiscard).succeeded()) {
+    if (!run_process(cmd, ChildOutput::kDiscard).succeeded()) {
       std::string line;
       for (const auto& w : cmd) line += w + " ";
       throw Error(l.command + ": cannot set up the emulated network: `" + line + "` failed");
     }
   }
   const std::string threads = threads_per_rank(k);
-  std::vector<app::ProcessSpec> ranks;
+  std::vector<ProcessSpec> ranks;
   for (int r = 0; r < k; ++r) {
-    std::vector<std::string> argv{"ip", "netns", "exec", rank_namespace(r), app::self_executable()};
+    std::vector<std::string> argv{"ip", "netns", "exec", rank_namespace(r), self_executable()};
     argv.insert(argv.end(), l.args.begin(), l.args.end());
     ranks.push_back({argv,
                      {{"RANK", std::to_string(r)},

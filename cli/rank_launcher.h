@@ -66,7 +66,7 @@ void set_rank_callback(CLI::App* command, std::function<void()> finish, std::fun
                        std::function<void()> launch);
 
 // Runs every rank on loopback and waits. Throws Error naming the rank whose
-// error was raised first (app::first_failure) with its message, or one
+// error was raised first (first_failure) with its message, or one
 // that was killed.
 void launch_local(const RankLaunch& launch);
 

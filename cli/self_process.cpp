@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 
@@ -20,12 +20,12 @@ nlohmann::json run_self(std::vector<std::string> args, const std::string& what) 
   const int fd = ::mkstemps(path.data(), 5);
   if (fd < 0) throw IoError("cannot create a temporary file for " + what, errno);
   ::close(fd);
-  args.insert(args.begin(), app::self_executable());
+  args.insert(args.begin(), self_executable());
   args.push_back("--json");
   args.push_back(path);
-  app::ProcessResult child;
+  ProcessResult child;
   try {
-    child = app::run_process(args);
+    child = run_process(args);
   } catch (...) {
     std::remove(path.c_str());
     throw;

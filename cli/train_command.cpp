@@ -13,10 +13,10 @@
 #include "cli_util.h"
 #include "progress.h"
 #include "commands.h"
-#include "actkit/app/hf_folder.h"
-#include "actkit/app/level_memory.h"
+#include "actkit/hf/hf_folder.h"
+#include "actkit/measure/level_memory.h"
 #include "actkit/app/model_defaults.h"
-#include "actkit/app/run_device.h"
+#include "actkit/measure/run_device.h"
 #include "actkit/app/train_driver.h"
 
 namespace actkit::cli {
@@ -35,12 +35,12 @@ void run_train(TrainArgs& a) {
   app::TrainConfig& c = a.config;
   // Before the banner: a typo gets only the error. A Hugging Face folder
   // names its own model.
-  std::optional<app::HfModelInfo> hf;
-  if (!c.init.empty()) hf = app::read_hf_config(c.init);
+  std::optional<HfModelInfo> hf;
+  if (!c.init.empty()) hf = read_hf_config(c.init);
   const std::string model = hf ? hf->zoo_name : c.model;
   const bool text = app::is_language_model(model);
-  if (!a.data.empty()) c.data = app::parse_data_set(a.data);
-  app::check_data_kind(app::training_data_set(c), text);
+  if (!a.data.empty()) c.data = parse_data_set(a.data);
+  check_data_kind(app::training_data_set(c), text);
   // Output paths before the run spends its time.
   if (!c.save.empty()) files::check_writable_file(c.save);
   if (!c.save_hf.empty()) {
@@ -50,9 +50,9 @@ void run_train(TrainArgs& a) {
   if (!a.json_path.empty()) files::check_writable_file(a.json_path);
   if (text && !a.lr_given) c.lr = 1e-3;  // AdamW's, not SGD's
   c.level = parse_level(a.level);
-  app::parse_run_device(c.device, "train");
-  const std::string data = app::to_string(app::training_data_set(c));
-  const std::string data_shown = app::describe_data(app::training_data_set(c), c.data_dir);
+  parse_run_device(c.device, "train");
+  const std::string data = to_string(app::training_data_set(c));
+  const std::string data_shown = describe_data(app::training_data_set(c), c.data_dir);
   const std::string what = hf ? fmt::format("{} ({})", c.init, hf->architecture) : c.model;
   fmt::print("training {} on {} at {} for {} epoch(s), batch {}{}\n", what, data_shown, c.level.spec, c.epochs, c.batch,
              c.device == "cpu" ? "" : ", on " + c.device);
@@ -96,7 +96,7 @@ void run_train(TrainArgs& a) {
                model, c.batch, c.device);
   } else if (a.compare && (c.level.compresses_anything() || c.level.swap != SwapTarget::kNone)) {
     // One training step of the same model and batch at L0, for the saving.
-    app::LevelMemoryConfig m;
+    LevelMemoryConfig m;
     m.model = model;
     m.options = hf ? hf->options : app::training_model_options(c.model, c.shape);
     m.batch = c.batch;
@@ -105,7 +105,7 @@ void run_train(TrainArgs& a) {
     m.steps = 1;
     m.seed = c.seed;
     m.device = c.device;
-    const int64_t l0 = app::measure_level_memory(m).front().activation_bytes;
+    const int64_t l0 = measure_level_memory(m).front().activation_bytes;
     fmt::print("activation memory per step: {} at {} vs {} at L0 ({:.1f}x less)\n", mib(r.activation_bytes), c.level.spec,
                mib(l0), double(l0) / double(std::max<int64_t>(1, r.activation_bytes)));
     j["l0_activation_bytes"] = l0;

@@ -18,13 +18,17 @@ declare -A allowed=(
   [swap]="swap core kernels"
   [models]="models layers core kernels"
   [converters]="converters layers swap core kernels"
+  [data]="data text core kernels"
+  [hf]="hf models converters layers swap text core kernels"
+  [process]="process core kernels"
+  [measure]="measure models converters layers allocator swap core kernels"
   [comm]="comm core kernels"
   [pipeline]="pipeline comm models converters layers allocator swap core kernels"
   [optim]="optim comm core kernels"
-  [app]="app text pipeline optim comm models converters layers allocator swap core kernels"
-  [bench]="bench app text pipeline optim comm models converters layers allocator swap core kernels"
-  [cli]="cli text pipeline optim comm bench app models converters layers allocator swap core kernels"
-  [python]="python text pipeline optim comm bench app models converters layers allocator swap core kernels"
+  [app]="app data hf measure process text pipeline optim comm models converters layers allocator swap core kernels"
+  [bench]="bench app data hf measure process text pipeline optim comm models converters layers allocator swap core kernels"
+  [cli]="cli data hf measure process text pipeline optim comm bench app models converters layers allocator swap core kernels"
+  [python]="python data hf measure process text pipeline optim comm bench app models converters layers allocator swap core kernels"
 )
 
 status=0

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "actkit/app/evaluation.h"
 #include "actkit/app/dp_run.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/converters/state_dict.h"
@@ -33,12 +34,12 @@ app::DpRunConfig dp_config(const std::string& mode, const std::string& out) {
   if (mode == "dp-text") {
     c.model = "gpt2";
     c.shape = {1, 32, 2, 16, 0.0};
-    c.data.set = app::DataSet::kSynthetic;
+    c.data.set = DataSet::kSynthetic;
     c.data.train_limit = 64;
     c.batch = 4;
   } else {
     c.model = "resnet18";
-    c.data.set = app::DataSet::kSynthetic;
+    c.data.set = DataSet::kSynthetic;
     c.data.train_limit = 64;
     // Two evaluation batches (500 and 100), one per rank: rank 1 scores its
     // own with rank 0's running statistics.
@@ -60,7 +61,7 @@ app::PipelineRunConfig pipeline_config() {
   p.micro_batches = 2;
   p.micro_batch_size = 2;
   c.replica_optimizer = optim::parse_optimizer_choice("adam");
-  c.data.set = app::DataSet::kSynthetic;
+  c.data.set = DataSet::kSynthetic;
   c.data.train_limit = 32;
   c.validation_batches = 16;
   c.steps = 2;
@@ -71,9 +72,9 @@ app::PipelineRunConfig pipeline_config() {
 double evaluation_of_saved(const app::DpRunConfig& c) {
   auto model = make_model(c.model, app::training_model_options(c.model, c.shape));
   load_state_dict(*model, c.save + "/model.pt");
-  app::DataOptions d = c.data;
+  DataOptions d = c.data;
   d.seed = c.seed;
-  return app::evaluate(*model, *app::TrainingData::open(d), c.batch, at::kCPU);
+  return app::evaluate(*model, *TrainingData::open(d), c.batch, at::kCPU);
 }
 
 }  // namespace

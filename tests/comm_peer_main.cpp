@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/comm/communicator.h"
 
 using namespace actkit;
@@ -114,15 +114,15 @@ int shaped(const std::string& bw, const std::string& bytes, const std::string& o
   for (const auto& argv : std::vector<std::vector<std::string>>{
            {"ip", "link", "set", "lo", "mtu", "1500", "up"},
            {"tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate_arg, "burst", "32kb", "latency", "50ms"}}) {
-    if (!app::run_process(argv).succeeded()) return fail("cannot shape loopback: " + argv[0] + " failed");
+    if (!run_process(argv).succeeded()) return fail("cannot shape loopback: " + argv[0] + " failed");
   }
-  std::vector<app::ProcessSpec> ranks;
+  std::vector<ProcessSpec> ranks;
   for (int r = 0; r < 2; ++r) {
-    ranks.push_back({{app::self_executable(), "rate", bytes, "unlimited", "0", out},
+    ranks.push_back({{self_executable(), "rate", bytes, "unlimited", "0", out},
                      {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
                       {"MASTER_PORT", "29400"}}});
   }
-  for (const auto& result : app::run_processes(ranks, std::chrono::seconds(30))) {
+  for (const auto& result : run_processes(ranks, std::chrono::seconds(30))) {
     if (!result.succeeded()) return fail("a rank failed under kernel shaping");
   }
   return 0;

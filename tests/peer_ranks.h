@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/comm/group_config.h"
 
 namespace actkit {
@@ -15,10 +15,10 @@ namespace actkit {
 // MASTER_PORT (a free port), ACTKIT_COMM_TIMEOUT = timeout_s and one
 // LibTorch thread each; returns every rank's result. A rank still running
 // 5 s past the timeout is killed.
-inline std::vector<app::ProcessResult> run_ranks(const std::string& program, int world,
+inline std::vector<ProcessResult> run_ranks(const std::string& program, int world,
                                                  const std::vector<std::string>& args, int timeout_s) {
   const int port = free_local_port();
-  std::vector<app::ProcessSpec> specs;
+  std::vector<ProcessSpec> specs;
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> argv{program};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -30,7 +30,7 @@ inline std::vector<app::ProcessResult> run_ranks(const std::string& program, int
                       {"OMP_NUM_THREADS", "1"},
                       {"ACTKIT_COMM_TIMEOUT", std::to_string(timeout_s)}}});
   }
-  return app::run_processes(specs, std::chrono::seconds(timeout_s + 5));
+  return run_processes(specs, std::chrono::seconds(timeout_s + 5));
 }
 
 }  // namespace actkit

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "actkit/app/pipeline_batches.h"
-#include "actkit/app/training_data.h"
+#include "actkit/data/training_data.h"
 #include "actkit/pipeline/pipeline_config.h"
 
 namespace actkit {
@@ -36,19 +36,19 @@ inline pipeline::PipelineConfig test_pipeline_config(int stages) {
 // (0: every example new), dealt as `micro_batches` micro-batches a step in
 // `shares` runs (one per replica), with 2 validation micro-batches.
 struct TestBatches {
-  std::unique_ptr<app::TrainingData> data;
+  std::unique_ptr<TrainingData> data;
   std::unique_ptr<app::PipelineBatches> batches;
 };
 inline TestBatches test_batches(const pipeline::PipelineConfig& c, int64_t pool, int micro_batches, int shares = 1) {
-  app::DataOptions o;
-  o.set = app::DataSet::kSynthetic;
+  DataOptions o;
+  o.set = DataSet::kSynthetic;
   o.text = true;
   o.seq_len = c.seq_len;
   o.vocab = c.model_options.vocab_size;
   o.train_limit = pool;
   o.seed = c.seed;
   TestBatches t;
-  t.data = app::TrainingData::open(o);
+  t.data = TrainingData::open(o);
   t.batches = std::make_unique<app::PipelineBatches>(*t.data, c.micro_batch_size, micro_batches, shares, 2);
   return t;
 }

@@ -14,11 +14,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "actkit/app/evaluation.h"
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/dp_run.h"
-#include "actkit/app/hf_folder.h"
-#include "actkit/app/level_memory.h"
-#include "actkit/app/memory_floor.h"
+#include "actkit/hf/hf_folder.h"
+#include "actkit/measure/level_memory.h"
+#include "actkit/measure/memory_floor.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/app/train_step.h"
 #include "actkit/converters/convert.h"
@@ -45,7 +46,7 @@ app::DpRunConfig small_dp() {
   app::DpRunConfig c;
   c.model = "gpt2";
   c.shape = {1, 32, 2, 16, 0.0};
-  c.data.set = app::DataSet::kSynthetic;
+  c.data.set = DataSet::kSynthetic;
   c.data.train_limit = 64;
   c.optimizer = optim::parse_optimizer_choice("adam");
   c.batch = 4;
@@ -62,7 +63,7 @@ app::PipelineRunConfig small_pipeline() {
   p.stages = 1;
   p.micro_batches = 2;
   p.micro_batch_size = 2;
-  c.data.set = app::DataSet::kSynthetic;
+  c.data.set = DataSet::kSynthetic;
   c.data.train_limit = 32;
   c.validation_batches = 2;
   c.steps = 4;
@@ -158,11 +159,11 @@ TEST(DpRun, FirstLossIsTheSeededModelOnTheFirstBatch) {
 
   at::manual_seed(int64_t(c.seed));
   auto model = make_model(c.model, app::language_model_options(c.shape));
-  app::DataOptions d = c.data;
+  DataOptions d = c.data;
   d.text = true;
   d.seq_len = c.shape.seq_len;
   d.seed = c.seed;
-  const app::Batch b = app::TrainingData::open(d)->train_batch(0, c.batch);
+  const Batch b = TrainingData::open(d)->train_batch(0, c.batch);
   const at::Tensor out = model->forward(b.inputs);
   const double loss = fused_cross_entropy(out.reshape({-1, out.size(-1)}), b.labels.reshape({-1})).item<double>();
   EXPECT_NEAR(r.train_losses[0], loss, 1e-5 * loss);  // the report is the fp32 mean over ranks
@@ -214,7 +215,7 @@ TEST(DpRun, ResumesBitForBit) {
 
 TEST(DpRun, RefusesBadSettingsBeforeFormingTheGroup) {
   app::DpRunConfig c = small_dp();
-  c.data.set = app::DataSet::kFashionMnist;  // images, for a language model
+  c.data.set = DataSet::kFashionMnist;  // images, for a language model
   EXPECT_THROW(app::run_dp_worker(c), InvalidInput);
   c = small_dp();
   c.lr = 0;
@@ -311,11 +312,11 @@ TEST(PipelineRun, ResumesARunStartedFromAHuggingFaceFolder) {
     "activation_function": "gelu_new", "vocab_size": 1504, "n_positions": 16, "n_embd": 16, "n_layer": 1,
     "n_head": 2, "n_inner": null, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": true})";
   files::write_file_atomic(hf + "/config.json", config.data(), config.size());
-  const app::HfModelInfo info = app::read_hf_config(hf);
+  const HfModelInfo info = read_hf_config(hf);
   torch::manual_seed(3);
   std::map<std::string, at::Tensor> zoo;
   for (const auto& p : make_model(info.zoo_name, info.options)->named_parameters()) zoo[p.key()] = p.value().detach();
-  write_safetensors(hf + "/model.safetensors", app::hf_named(info, zoo));
+  write_safetensors(hf + "/model.safetensors", hf_named(info, zoo));
   files::copy_file(std::string(ACTKIT_TOKENIZER_FIXTURES) + "/gpt2/tokenizer.json", hf + "/tokenizer.json");
   auto from_folder = [&] {
     app::PipelineRunConfig c = small_pipeline();
@@ -376,24 +377,24 @@ TEST(PipelineRun, ResumesARunStartedFromAHuggingFaceFolder) {
 TEST(MemoryFloor, ABatchLargerThanTheMachineIsRefusedNamingTheFigures) {
   ModelOptions lm;
   lm.vocab_size = 100;
-  EXPECT_DOUBLE_EQ(app::step_memory_floor("gpt2", lm, 2, 8), 2 * 8 * 8 + 2.0 * 2 * 8 * 100 * 4);
+  EXPECT_DOUBLE_EQ(step_memory_floor("gpt2", lm, 2, 8), 2 * 8 * 8 + 2.0 * 2 * 8 * 100 * 4);
   ModelOptions images;
   images.in_channels = 3;
   images.num_classes = 10;
-  EXPECT_DOUBLE_EQ(app::step_memory_floor("resnet18", images, 4, 32), 4.0 * 3 * 32 * 32 * 4 + 2.0 * 4 * 10 * 4);
-  ASSERT_GT(app::machine_memory_bytes(), 0);
-  EXPECT_NO_THROW(app::check_fits_machine("--batch 8", 1e6));
+  EXPECT_DOUBLE_EQ(step_memory_floor("resnet18", images, 4, 32), 4.0 * 3 * 32 * 32 * 4 + 2.0 * 4 * 10 * 4);
+  ASSERT_GT(machine_memory_bytes(), 0);
+  EXPECT_NO_THROW(check_fits_machine("--batch 8", 1e6));
   try {
-    app::check_fits_machine("--batch 99", 1e18);
+    check_fits_machine("--batch 99", 1e18);
     ADD_FAILURE() << "an exabyte fitted";
   } catch (const InvalidInput& e) {
     EXPECT_NE(std::string(e.what()).find("--batch 99"), std::string::npos) << e.what();
   }
-  app::LevelMemoryConfig huge;
+  LevelMemoryConfig huge;
   huge.model = "resnet18";
   huge.batch = 1000000000;
   huge.length = 224;
-  EXPECT_THROW(app::measure_level_memory(huge), InvalidInput);
+  EXPECT_THROW(measure_level_memory(huge), InvalidInput);
 }
 
 // A diverged run stops at the step, naming it, unless told to go on.
@@ -444,7 +445,7 @@ TEST(PipelineRun, RefusesBadSettings) {
   c.pipeline.model = "resnet18";
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
-  c.data.set = app::DataSet::kFashionMnist;
+  c.data.set = DataSet::kFashionMnist;
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
   c.pipeline.stages = 4;  // 1 block: 3 pieces
@@ -458,7 +459,7 @@ TEST(PipelineRun, RefusesBadSettings) {
   c.pipeline.micro_batches = pipeline::kMaxMicroBatches + 1;
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
-  c.data.set = app::DataSet::kFortunes;
+  c.data.set = DataSet::kFortunes;
   c.pipeline.model_options.vocab_size = 10;
   EXPECT_THROW(c.validate(), InvalidInput);
   c.pipeline.model_options.vocab_size = 256;
@@ -470,12 +471,12 @@ TEST(PipelineRun, RefusesBadSettings) {
 // batch) and language models.
 TEST(Evaluation, ThePlanAddsUpToTheWholeEvaluation) {
   for (const bool text : {false, true}) {
-    app::DataOptions d;
-    d.set = app::DataSet::kSynthetic;
+    DataOptions d;
+    d.set = DataSet::kSynthetic;
     d.text = text;
     d.seq_len = 16;
     d.train_limit = 16;
-    const auto data = app::TrainingData::open(d);
+    const auto data = TrainingData::open(d);
     at::manual_seed(3);
     const std::string model_name = text ? "gpt2" : "vit";
     ModelOptions o = app::training_model_options(model_name, {1, 32, 2, 16, 0.0});
@@ -530,7 +531,7 @@ std::string read_line(const std::string& path) {
   return line;
 }
 
-bool all_succeeded(const std::vector<app::ProcessResult>& results) {
+bool all_succeeded(const std::vector<ProcessResult>& results) {
   for (const auto& r : results) {
     if (!r.succeeded()) return false;
   }

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/comm/link_spec.h"
 #include "actkit/core/device.h"
@@ -28,7 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 
-std::vector<app::ProcessResult> run_peers(int world, const std::vector<std::string>& args, int timeout_s = 20) {
+std::vector<ProcessResult> run_peers(int world, const std::vector<std::string>& args, int timeout_s = 20) {
   return run_ranks(ACTKIT_COMM_PEER, world, args, timeout_s);
 }
 
@@ -88,7 +88,7 @@ TEST(Comm, LaunchedRanksMeetThroughAFileNotASocket) {
   ASSERT_EQ(::listen(held, 1), 0);
   ASSERT_EQ(::getsockname(held, reinterpret_cast<sockaddr*>(&a), &len), 0);
   const std::string port = std::to_string(ntohs(a.sin_port));
-  std::vector<app::ProcessSpec> ranks;
+  std::vector<ProcessSpec> ranks;
   for (int r = 0; r < 3; ++r) {
     ranks.push_back({{ACTKIT_COMM_PEER, "exchange"},
                      {{"RANK", std::to_string(r)},
@@ -98,7 +98,7 @@ TEST(Comm, LaunchedRanksMeetThroughAFileNotASocket) {
                       {"ACTKIT_LOCAL_STORE", "1"},
                       {"ACTKIT_COMM_TIMEOUT", "20"}}});
   }
-  const auto results = app::run_processes(ranks, std::chrono::seconds(25), /*private_tmpdir=*/true);
+  const auto results = run_processes(ranks, std::chrono::seconds(25), /*private_tmpdir=*/true);
   ::close(held);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(results[size_t(r)].exit_status, 0) << "rank " << r;
 }
@@ -198,14 +198,14 @@ TEST(Comm, PacedAndKernelShapedLinksAgree) {
   const double paced_bps = read_rate(paced_out);
   EXPECT_NEAR(paced_bps / requested, 1.0, 0.15) << paced_bps;
 
-  if (!app::program_in_path("unshare") || !app::program_in_path("tc") || !app::program_in_path("ip") ||
-      !app::run_process({"unshare", "-n", "tc", "qdisc", "show", "dev", "lo"}, app::ChildOutput::kDiscard)
+  if (!program_in_path("unshare") || !program_in_path("tc") || !program_in_path("ip") ||
+      !run_process({"unshare", "-n", "tc", "qdisc", "show", "dev", "lo"}, ChildOutput::kDiscard)
            .succeeded()) {
     GTEST_SKIP() << "kernel shaping needs unshare -n, ip and tc with the privilege to use them (root); "
                     "the in-process pacing was checked";
   }
   const std::string kernel_out = dir + "actkit_rate_kernel_" + std::to_string(::getpid());
-  const auto kernel = app::run_process({"unshare", "-n", ACTKIT_COMM_PEER, "shaped", "50Mbps", bytes, kernel_out});
+  const auto kernel = run_process({"unshare", "-n", ACTKIT_COMM_PEER, "shaped", "50Mbps", bytes, kernel_out});
   ASSERT_TRUE(kernel.succeeded());
   const double kernel_bps = read_rate(kernel_out);
   EXPECT_NEAR(kernel_bps / requested, 1.0, 0.15) << kernel_bps;

@@ -15,7 +15,7 @@
 #include "actkit/allocator/cuda_allocator.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
-#include "actkit/app/training_setup.h"
+#include "actkit/measure/training_setup.h"
 
 using namespace actkit;
 
@@ -129,7 +129,7 @@ TEST(CudaDefragAllocator, TrainsAResNetAtL5) {
   REQUIRE_INSTALLED();
   const int64_t before = cuda_defrag_allocator_stats(0).allocated;
   {
-    app::TrainingSetup t = app::make_training_setup("resnet18", ModelOptions{}, 32, 16, parse_level("L5"), 3, at::kCUDA);
+    TrainingSetup t = make_training_setup("resnet18", ModelOptions{}, 32, 16, parse_level("L5"), 3, at::kCUDA);
     t.step();
     t.step();
     const at::Tensor loss = t.model->loss(t.input, t.model->forward(t.input), t.labels);

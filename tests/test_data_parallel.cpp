@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "test_paths.h"  // generated: where the test programs and fixtures are
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "peer_ranks.h"
 #include "actkit/comm/compressed_allreduce.h"
 #include "actkit/comm/group_config.h"
@@ -423,11 +423,11 @@ TEST(DataParallelOptimizer, BadSettingsAreRefused) {
   EXPECT_THROW(optim::parse_exchange("int8"), InvalidInput);
 }
 
-std::vector<app::ProcessResult> run_dp_peers(int world, const std::vector<std::string>& args, int timeout_s = 30) {
+std::vector<ProcessResult> run_dp_peers(int world, const std::vector<std::string>& args, int timeout_s = 30) {
   return run_ranks(ACTKIT_DP_PEER, world, args, timeout_s);
 }
 
-void expect_all(const std::vector<app::ProcessResult>& results, int status, const std::string& what) {
+void expect_all(const std::vector<ProcessResult>& results, int status, const std::string& what) {
   for (size_t r = 0; r < results.size(); ++r) EXPECT_EQ(results[r].exit_status, status) << what << ": rank " << r;
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "actkit/app/lr_schedule.h"
-#include "actkit/app/training_data.h"
+#include "actkit/data/training_data.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/comm/link_spec.h"
 #include "actkit/core/enum_names.h"
@@ -29,8 +29,8 @@ TEST(EnumNames, EveryValueRoundTrips) {
   for (const auto v : {app::LrSchedule::kCosine, app::LrSchedule::kConstant}) {
     EXPECT_EQ(app::parse_lr_schedule(app::to_string(v)), v);
   }
-  for (const auto v : {app::DataSet::kFashionMnist, app::DataSet::kFortunes, app::DataSet::kSynthetic}) {
-    EXPECT_EQ(app::parse_data_set(app::to_string(v)), v);
+  for (const auto v : {DataSet::kFashionMnist, DataSet::kFortunes, DataSet::kSynthetic}) {
+    EXPECT_EQ(parse_data_set(to_string(v)), v);
   }
   for (const Schedule v : {Schedule::kGPipe, Schedule::k1F1B}) EXPECT_EQ(parse_schedule(to_string(v)), v);
   for (const StageOptimizer v : {StageOptimizer::kAdamW, StageOptimizer::kSgd}) {

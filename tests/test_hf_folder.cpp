@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "actkit/app/hf_folder.h"
+#include "actkit/hf/hf_folder.h"
 #include "actkit/converters/safetensors.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -45,12 +45,12 @@ void write_text(const std::string& path, const std::string& text) {
 std::string make_folder(const std::string& dir, const std::string& config) {
   files::create_directories(dir);
   write_text(dir + "/config.json", config);
-  const app::HfModelInfo info = app::read_hf_config(dir);
+  const HfModelInfo info = read_hf_config(dir);
   auto model = make_model(info.zoo_name, info.options);
   std::map<std::string, at::Tensor> zoo;
   for (const auto& p : model->named_parameters()) zoo[p.key()] = at::randn_like(p.value());
-  auto tensors = app::hf_named(info, zoo);
-  if (info.family == app::HfFamily::kBert) {
+  auto tensors = hf_named(info, zoo);
+  if (info.family == HfFamily::kBert) {
     tensors["bert.embeddings.token_type_embeddings.weight"] = at::randn({2, info.options.hidden});
   }
   write_safetensors(dir + "/model.safetensors", tensors);
@@ -74,9 +74,9 @@ TEST(HfFolder, ASaveLoadsBackToTheSameModel) {
   for (const char* config : {kGpt2Config, kBertConfig}) {
     test::TempDir dir;
     const std::string src = make_folder(dir.path() + "/src", config);
-    auto model = app::load_hf_model(src);
-    app::save_hf_folder(*model, src, dir.path() + "/out");
-    auto again = app::load_hf_model(dir.path() + "/out");
+    auto model = load_hf_model(read_hf_config(src));
+    save_hf_folder(*model, read_hf_config(src), dir.path() + "/out");
+    auto again = load_hf_model(read_hf_config(dir.path() + "/out"));
     auto a = model->named_parameters(), b = again->named_parameters();
     ASSERT_EQ(a.size(), b.size());
     for (const auto& p : a) EXPECT_TRUE(at::allclose(p.value(), b[p.key()], 1e-6, 1e-6)) << p.key();
@@ -103,37 +103,37 @@ TEST(HfFolder, ABareModelGetsAFreshHeadAndIsSavedWithIt) {
     bare[name.rfind("bert.", 0) == 0 ? name.substr(5) : name] = t;
   }
   write_safetensors(src + "/model.safetensors", bare);
-  app::HfLoadReport report;
-  auto model = app::load_hf_model(src, nullptr, &report);
+  HfLoadReport report;
+  auto model = load_hf_model(read_hf_config(src), &report);
   EXPECT_EQ(report.fresh, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
-  app::save_hf_folder(*model, src, dir.path() + "/out");
+  save_hf_folder(*model, read_hf_config(src), dir.path() + "/out");
   const auto out = read_safetensors(dir.path() + "/out/model.safetensors");
   EXPECT_EQ(out.count("classifier.weight"), 1u);
   EXPECT_EQ(out.count("bert.embeddings.word_embeddings.weight"), 1u);
-  EXPECT_EQ(app::read_hf_config(dir.path() + "/out").architecture, "BertForSequenceClassification");
+  EXPECT_EQ(read_hf_config(dir.path() + "/out").architecture, "BertForSequenceClassification");
 }
 
 TEST(HfFolder, BadConfigsAreNamed) {
   test::TempDir dir;
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(dir.path()); }), "no config.json"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(dir.path()); }), "no config.json"));
   const std::string cfg = dir.path() + "/config.json";
   write_text(cfg, "{not json");
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(dir.path()); }), "config.json: not JSON"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(dir.path()); }), "config.json: not JSON"));
   write_text(cfg, R"({"model_type": "t5"})");
-  const std::string t5 = error_of([&] { app::read_hf_config(dir.path()); });
+  const std::string t5 = error_of([&] { read_hf_config(dir.path()); });
   EXPECT_TRUE(has(t5, "model_type is t5") && has(t5, "gpt2, bert, vit, llama, qwen2, mistral, qwen3")) << t5;
   std::string c = kGpt2Config;
   write_text(cfg, c.replace(c.find("GPT2LMHeadModel"), 15, "GPT2ForTokenClassification"));
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(dir.path()); }), "architectures[0] is GPT2ForTokenClassification"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(dir.path()); }), "architectures[0] is GPT2ForTokenClassification"));
   c = kGpt2Config;
   write_text(cfg, c.replace(c.find("gelu_new"), 8, "relu"));
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(dir.path()); }), "activation_function is relu"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(dir.path()); }), "activation_function is relu"));
   c = kGpt2Config;
   write_text(cfg, c.replace(c.find("\"n_embd\": 8"), 11, "\"n_embd\": \"8\""));
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(dir.path()); }), "\"n_embd\" must be an integer"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(dir.path()); }), "\"n_embd\" must be an integer"));
   c = kGpt2Config;
   write_text(cfg, c.replace(c.find("\"n_head\": 2,"), 12, ""));
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(dir.path()); }), "no \"n_head\""));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(dir.path()); }), "no \"n_head\""));
 }
 
 TEST(HfFolder, BadWeightsNameTheFileAndTheTensor) {
@@ -145,19 +145,19 @@ TEST(HfFolder, BadWeightsNameTheFileAndTheTensor) {
   auto wrong = tensors;
   wrong["transformer.wte.weight"] = at::zeros({41, 8});
   write_safetensors(file, wrong);
-  const std::string shape = error_of([&] { app::load_hf_model(src); });
+  const std::string shape = error_of([&] { load_hf_model(read_hf_config(src)); });
   EXPECT_TRUE(has(shape, "model.safetensors") && has(shape, "transformer.wte.weight") && has(shape, "[41, 8]"))
       << shape;
 
   auto missing = tensors;
   missing.erase("transformer.h.1.mlp.c_fc.weight");
   write_safetensors(file, missing);
-  const std::string gone = error_of([&] { app::load_hf_model(src); });
+  const std::string gone = error_of([&] { load_hf_model(read_hf_config(src)); });
   EXPECT_TRUE(has(gone, "no tensor transformer.h.1.mlp.c_fc.weight")) << gone;
 
   write_safetensors(file, tensors);
   files::resize_file(file, files::file_size(file) - 7);
-  EXPECT_TRUE(has(error_of([&] { app::load_hf_model(src); }), "model.safetensors"));
+  EXPECT_TRUE(has(error_of([&] { load_hf_model(read_hf_config(src)); }), "model.safetensors"));
 
   // A header whose offsets lie: the first tensor claims bytes past the end.
   write_safetensors(file, tensors);
@@ -166,10 +166,10 @@ TEST(HfFolder, BadWeightsNameTheFileAndTheTensor) {
   ASSERT_NE(at, std::string::npos);
   bytes.replace(at, 18, "\"data_offsets\":[9,");
   write_text(file, bytes);
-  EXPECT_TRUE(has(error_of([&] { app::load_hf_model(src); }), "model.safetensors"));
+  EXPECT_TRUE(has(error_of([&] { load_hf_model(read_hf_config(src)); }), "model.safetensors"));
 
   files::remove(file);
-  EXPECT_TRUE(has(error_of([&] { app::load_hf_model(src); }), "no model.safetensors"));
+  EXPECT_TRUE(has(error_of([&] { load_hf_model(read_hf_config(src)); }), "no model.safetensors"));
 }
 
 // What a hostile or mistaken config.json gets: a refusal naming the file
@@ -184,21 +184,21 @@ TEST(HfFolder, ShapesAndRangesAreCheckedBeforeAnythingIsBuilt) {
     write_text(cfg, c);
   };
   with("\"n_layer\": 2", "\"n_layer\": 1000");  // 1000 layers of weights the folder does not hold
-  const std::string big = error_of([&] { app::load_hf_model(src); });
+  const std::string big = error_of([&] { load_hf_model(read_hf_config(src)); });
   EXPECT_TRUE(has(big, "config.json's shape makes about") && has(big, "model.safetensors")) << big;
   with("\"n_layer\": 2", "\"n_layer\": 1000000000");
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "\"n_layer\" must be an integer in [1, 4096]"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(src); }), "\"n_layer\" must be an integer in [1, 4096]"));
   with("\"vocab_size\": 40", "\"vocab_size\": 1000000000000");
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "\"vocab_size\" must be"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(src); }), "\"vocab_size\" must be"));
   with("\"resid_pdrop\": 0.0", "\"resid_pdrop\": 5");
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "\"resid_pdrop\" must be a number in [0, 1]"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(src); }), "\"resid_pdrop\" must be a number in [0, 1]"));
   with("\"layer_norm_epsilon\": 1e-5", "\"layer_norm_epsilon\": -1");
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "\"layer_norm_epsilon\" must be"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(src); }), "\"layer_norm_epsilon\" must be"));
   with("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false");
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "tie_word_embeddings is false"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(src); }), "tie_word_embeddings is false"));
   // Nesting deep enough to exhaust a recursive reader's stack.
   write_text(cfg, "{\"model_type\": \"gpt2\", \"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
-  EXPECT_TRUE(has(error_of([&] { app::read_hf_config(src); }), "nested deeper"));
+  EXPECT_TRUE(has(error_of([&] { read_hf_config(src); }), "nested deeper"));
 }
 
 // A tied model's folder may carry its head only as a copy of the embedding.
@@ -209,10 +209,10 @@ TEST(HfFolder, ATiedModelsHeadMustBeItsEmbedding) {
   auto tensors = read_safetensors(file);
   tensors["lm_head.weight"] = tensors.at("transformer.wte.weight").clone();
   write_safetensors(file, tensors);
-  EXPECT_NO_THROW(app::load_hf_model(src));
+  EXPECT_NO_THROW(load_hf_model(read_hf_config(src)));
   tensors["lm_head.weight"] = tensors.at("lm_head.weight") + 1;
   write_safetensors(file, tensors);
-  const std::string e = error_of([&] { app::load_hf_model(src); });
+  const std::string e = error_of([&] { load_hf_model(read_hf_config(src)); });
   EXPECT_TRUE(has(e, "lm_head.weight differs from transformer.wte.weight")) << e;
 }
 
@@ -232,15 +232,15 @@ TEST(HfFolder, ATensorTheModelDoesNotUseRefusesTheFolder) {
   auto biased = tensors;
   biased["model.layers.0.self_attn.o_proj.bias"] = at::ones({8});
   write_safetensors(file, biased);
-  const std::string e = error_of([&] { app::load_hf_model(src); });
+  const std::string e = error_of([&] { load_hf_model(read_hf_config(src)); });
   EXPECT_TRUE(has(e, "model.safetensors: tensor model.layers.0.self_attn.o_proj.bias is not used")) << e;
 
   // Buffers transformers rebuilds are no loss: loaded, reported, not read.
   auto buffers = tensors;
   buffers["model.layers.0.self_attn.rotary_emb.inv_freq"] = at::ones({2});
   write_safetensors(file, buffers);
-  app::HfLoadReport report;
-  EXPECT_NO_THROW(app::load_hf_model(src, nullptr, &report));
+  HfLoadReport report;
+  EXPECT_NO_THROW(load_hf_model(read_hf_config(src), &report));
   EXPECT_EQ(report.ignored, std::vector<std::string>{"model.layers.0.self_attn.rotary_emb.inv_freq"});
 
   // Sharded: the message names the shard that holds it.
@@ -250,7 +250,7 @@ TEST(HfFolder, ATensorTheModelDoesNotUseRefusesTheFolder) {
   std::string index = R"({"metadata": {}, "weight_map": {"model.extra.weight": "b.safetensors")";
   for (const auto& [name, t] : tensors) index += ", \"" + name + "\": \"a.safetensors\"";
   write_text(src + "/model.safetensors.index.json", index + "}}");
-  const std::string sharded = error_of([&] { app::load_hf_model(src); });
+  const std::string sharded = error_of([&] { load_hf_model(read_hf_config(src)); });
   EXPECT_TRUE(has(sharded, src + "/b.safetensors: tensor model.extra.weight is not used")) << sharded;
 }
 
@@ -268,7 +268,7 @@ TEST(HfFolder, AnUnusedHugeTensorIsRefusedBeforeAnythingIsRead) {
   for (const auto& [name, t] : tensors) index += ", \"" + name + "\": \"a.safetensors\"";
   write_text(src + "/model.safetensors.index.json", index + "}}");
   const int64_t before = test::bytes_read_by_process();
-  const std::string e = error_of([&] { app::load_hf_model(src); });
+  const std::string e = error_of([&] { load_hf_model(read_hf_config(src)); });
   const int64_t after = test::bytes_read_by_process();
   EXPECT_TRUE(has(e, src + "/b.safetensors: tensor big is not used")) << e;
   if (before >= 0) EXPECT_LT(after - before, int64_t(1) << 20) << "bytes read before the refusal";

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "actkit/app/generate.h"
-#include "actkit/app/hf_folder.h"
+#include "actkit/hf/hf_folder.h"
 #include "actkit/app/train_driver.h"
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/converters/convert.h"
 #include "actkit/converters/safetensors.h"
 #include "actkit/core/errors.h"
@@ -62,10 +62,10 @@ class HfOracle : public ::testing::TestWithParam<std::string> {
       return;
     }
     dir_ = new test::TempDir();
-    const app::ProcessResult r =
-        app::run_process({python(), ACTKIT_HF_SCRIPT, "make", "--out", dir_->path(), "--tokenizer",
+    const ProcessResult r =
+        run_process({python(), ACTKIT_HF_SCRIPT, "make", "--out", dir_->path(), "--tokenizer",
                           std::string(ACTKIT_TOKENIZER_FIXTURES) + "/qwen2"},
-                         app::ChildOutput::kCapture);
+                         ChildOutput::kCapture);
     if (r.exit_status == kNoTransformers) {
       skip_ = "transformers is not installed for " + python();
     } else if (r.exit_status != 0) {
@@ -102,7 +102,7 @@ Reference reference(const std::string& folder) {
 
 // Gradients of the model's training loss on the reference batch, under the
 // folder's names.
-std::map<std::string, at::Tensor> hf_gradients(ZooModel& model, const app::HfModelInfo& info, const Reference& r,
+std::map<std::string, at::Tensor> hf_gradients(ZooModel& model, const HfModelInfo& info, const Reference& r,
                                                double* loss) {
   model.zero_grad();
   const at::Tensor out = model.forward(r.input);
@@ -113,7 +113,7 @@ std::map<std::string, at::Tensor> hf_gradients(ZooModel& model, const app::HfMod
   for (const auto& p : model.named_parameters()) {
     if (p.value().grad().defined()) grads[p.key()] = p.value().grad();
   }
-  return app::hf_named(info, grads);
+  return hf_named(info, grads);
 }
 
 // The reference's gradients of one precision ("grad64." or "grad32."), by
@@ -147,9 +147,9 @@ double gradient_error(const std::map<std::string, at::Tensor>& actual, const Ref
 TEST_P(HfOracle, LogitsGradientsAndRoundTripMatchTransformers) {
   const std::string name = GetParam();
   const Reference r = reference(folder(name));
-  app::HfModelInfo info;
-  app::HfLoadReport report;
-  std::shared_ptr<ZooModel> model = app::load_hf_model(folder(name), &info, &report);
+  const HfModelInfo info = read_hf_config(folder(name));
+  HfLoadReport report;
+  std::shared_ptr<ZooModel> model = load_hf_model(info, &report);
   EXPECT_TRUE(report.fresh.empty()) << report.fresh.front();
   model->eval();
   at::Tensor logits;
@@ -177,7 +177,7 @@ TEST_P(HfOracle, LogitsGradientsAndRoundTripMatchTransformers) {
   // rounding noise of test_converter.cpp's bound (10% of the whole
   // gradient's norm, far below a wrong backward's error).
   {
-    std::shared_ptr<ZooModel> l3 = app::load_hf_model(folder(name));
+    std::shared_ptr<ZooModel> l3 = load_hf_model(read_hf_config(folder(name)));
     l3->eval();
     convert(*l3, "L3:bits=8", 1);
     double loss3 = 0;
@@ -188,12 +188,12 @@ TEST_P(HfOracle, LogitsGradientsAndRoundTripMatchTransformers) {
 
   // Written back, the folder loads in transformers with our logits.
   test::TempDir out;
-  app::save_hf_folder(*model, folder(name), out.path() + "/model");
+  save_hf_folder(*model, read_hf_config(folder(name)), out.path() + "/model");
   const std::string mine = out.path() + "/ours.safetensors", theirs_file = out.path() + "/theirs.safetensors";
   write_safetensors(mine, {{"input", r.input}});
-  const app::ProcessResult check = app::run_process(
+  const ProcessResult check = run_process(
       {python(), ACTKIT_HF_SCRIPT, "check", "--folder", out.path() + "/model", "--input", mine, "--out", theirs_file},
-      app::ChildOutput::kCapture);
+      ChildOutput::kCapture);
   ASSERT_EQ(check.exit_status, 0) << check.output;
   const at::Tensor reloaded = read_safetensors(theirs_file).at("logits");
   ASSERT_EQ(reloaded.sizes(), logits.sizes());
@@ -242,13 +242,13 @@ TEST_F(HfNewcomer, FineTunesAtL3GeneratesAndTransformersLoadsTheResult) {
   const app::GenerateResult r = app::generate(g, nullptr);
   ASSERT_FALSE(r.prompt_tokens.empty());
   EXPECT_FALSE(r.tokens.empty());
-  ASSERT_EQ(int64_t(r.last_logits.size()), app::read_hf_config(t.save_hf).options.vocab_size);
+  ASSERT_EQ(int64_t(r.last_logits.size()), read_hf_config(t.save_hf).options.vocab_size);
 
   const std::string input = work.path() + "/prompt.safetensors", theirs = work.path() + "/theirs.safetensors";
   write_safetensors(input, {{"input", at::tensor(r.prompt_tokens, at::kLong).unsqueeze(0)}});
-  const app::ProcessResult check = app::run_process(
+  const ProcessResult check = run_process(
       {python(), ACTKIT_HF_SCRIPT, "check", "--folder", t.save_hf, "--input", input, "--out", theirs},
-      app::ChildOutput::kCapture);
+      ChildOutput::kCapture);
   ASSERT_EQ(check.exit_status, 0) << check.output;
   const at::Tensor logits = read_safetensors(theirs).at("logits");  // (1, T, V)
   const at::Tensor last = logits.select(0, 0).select(0, logits.size(1) - 1);

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "actkit/app/hf_folder.h"
-#include "actkit/app/hf_output.h"
+#include "actkit/hf/hf_folder.h"
+#include "actkit/hf/hf_output.h"
 #include "actkit/converters/safetensors.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -33,13 +33,13 @@ void write_hf_file(const std::string& path, const std::string& text) {
 std::string make_sharded_folder(const std::string& dir, bool tokenizer_config) {
   files::create_directories(dir);
   write_hf_file(dir + "/config.json", kShardedGpt2Config);
-  const app::HfModelInfo info = app::read_hf_config(dir);
+  const HfModelInfo info = read_hf_config(dir);
   std::map<std::string, at::Tensor> zoo;
   for (const auto& p : make_model(info.zoo_name, info.options)->named_parameters()) zoo[p.key()] = p.value().detach();
   std::map<std::string, at::Tensor> shards[2];
   nlohmann::json map = nlohmann::json::object();
   int i = 0;
-  for (const auto& [name, t] : app::hf_named(info, zoo)) {
+  for (const auto& [name, t] : hf_named(info, zoo)) {
     const std::string shard = c10::str("model-0000", i % 2 + 1, "-of-00002.safetensors");
     shards[i++ % 2][name] = t;
     map[name] = shard;
@@ -60,13 +60,13 @@ bool mentions(const InvalidInput& e, const std::string& part) {
 TEST(HfOutput, WritesOnlyANewEmptyOrOwnFolderAndLeavesOneModelInIt) {
   test::TempDir dir;
   const std::string source = make_sharded_folder(dir.file("source"), true);
-  auto model = app::load_hf_model(source);
+  auto model = load_hf_model(read_hf_config(source));
   // Someone's folder: refused, untouched.
   const std::string theirs = dir.file("theirs");
   files::create_directories(theirs);
   write_hf_file(theirs + "/notes.txt", "mine");
   try {
-    app::save_hf_folder(*model, source, theirs);
+    save_hf_folder(*model, read_hf_config(source), theirs);
     ADD_FAILURE() << "saved into a folder of someone else's files";
   } catch (const InvalidInput& e) {
     EXPECT_TRUE(mentions(e, "notes.txt")) << e.what();
@@ -75,27 +75,27 @@ TEST(HfOutput, WritesOnlyANewEmptyOrOwnFolderAndLeavesOneModelInIt) {
   // A new folder, then a second save from a source without
   // tokenizer_config.json: the first save's copy goes.
   const std::string out = dir.file("out");
-  app::save_hf_folder(*model, source, out);
+  save_hf_folder(*model, read_hf_config(source), out);
   EXPECT_TRUE(files::is_regular_file(out + "/tokenizer_config.json"));
   const std::string plain = make_sharded_folder(dir.file("plain"), false);
-  app::save_hf_folder(*app::load_hf_model(plain), plain, out);
+  save_hf_folder(*load_hf_model(read_hf_config(plain)), read_hf_config(plain), out);
   EXPECT_FALSE(files::exists(out + "/tokenizer_config.json")) << "a stale file of the earlier save stayed";
   EXPECT_TRUE(files::is_regular_file(out + "/model.safetensors"));
-  app::load_hf_model(out);
+  load_hf_model(read_hf_config(out));
   // The source itself: only when asked, and then its shards give way to
   // the one file written (a reader never finds two models).
-  EXPECT_THROW(app::save_hf_folder(*model, source, source), InvalidInput);
+  EXPECT_THROW(save_hf_folder(*model, read_hf_config(source), source), InvalidInput);
   EXPECT_TRUE(files::is_regular_file(source + "/model.safetensors.index.json"));
-  EXPECT_THROW(app::check_hf_output(source + "/", source, false, "--save-hf"), InvalidInput) << "another spelling";
-  app::save_hf_folder(*model, source, source, /*replace_source=*/true);
+  EXPECT_THROW(check_hf_output(source + "/", source, false, "--save-hf"), InvalidInput) << "another spelling";
+  save_hf_folder(*model, read_hf_config(source), source, /*replace_source=*/true);
   EXPECT_FALSE(files::exists(source + "/model.safetensors.index.json"));
   EXPECT_FALSE(files::exists(source + "/model-00001-of-00002.safetensors"));
   EXPECT_TRUE(files::is_regular_file(source + "/tokenizer_config.json"));
-  const auto back = app::load_hf_model(source);
+  const auto back = load_hf_model(read_hf_config(source));
   for (const auto& p : back->named_parameters()) {
     EXPECT_TRUE(p.value().equal(model->named_parameters()[p.key()])) << p.key();
   }
   // A file where the folder should be.
   write_hf_file(dir.file("file"), "x");
-  EXPECT_THROW(app::check_hf_output(dir.file("file"), source, false, "--save-hf"), InvalidInput);
+  EXPECT_THROW(check_hf_output(dir.file("file"), source, false, "--save-hf"), InvalidInput);
 }

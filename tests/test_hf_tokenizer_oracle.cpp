@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "actkit/app/generate.h"
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/core/files.h"
 #include "actkit/text/tokenizer.h"
 #include "test_paths.h"
@@ -47,9 +47,9 @@ class HfTokenizerOracle : public ::testing::Test {
       return;
     }
     dir_ = new test::TempDir();
-    const app::ProcessResult r = app::run_process(
+    const ProcessResult r = run_process(
         {python, ACTKIT_HF_TOKENIZER_SCRIPT, "make", "--fixtures", ACTKIT_TOKENIZER_FIXTURES, "--out", dir_->path()},
-        app::ChildOutput::kCapture);
+        ChildOutput::kCapture);
     if (r.exit_status == kMissingPackages) {
       skip_ = "transformers or protobuf is not installed for " + python + ": " + r.output;
     } else if (r.exit_status != 0) {

@@ -3,21 +3,21 @@
 #include <gtest/gtest.h>
 
 #include "actkit/core/errors.h"
-#include "actkit/app/level_switches.h"
-#include "actkit/app/maxbatch_search.h"
+#include "actkit/measure/level_switches.h"
+#include "actkit/measure/maxbatch_search.h"
 
 namespace actkit {
 namespace {
 
 TEST(MaxBatch, FindsTheBoundaryAndCompressionRaisesIt) {
-  app::MaxBatchConfig c;
+  MaxBatchConfig c;
   c.model = "resnet18";
   c.options.num_classes = 10;
   c.length = 16;
   c.levels = parse_level_list("L0,L3");
   c.budget = 170 << 20;  // ResNet-18 weights, gradients and momentum take about 140 MiB
   c.limit = 128;
-  const auto results = app::run_maxbatch(c, nullptr);
+  const auto results = run_maxbatch(c, nullptr);
   ASSERT_EQ(results.size(), 2u);
   for (const auto& r : results) {
     ASSERT_GT(r.max_batch, 0) << r.level;
@@ -33,22 +33,22 @@ TEST(MaxBatch, FindsTheBoundaryAndCompressionRaisesIt) {
 }
 
 TEST(MaxBatch, BadConfigurationsAreClearErrors) {
-  app::MaxBatchConfig c;
+  MaxBatchConfig c;
   c.budget = 1000;
-  EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
+  EXPECT_THROW(run_maxbatch(c, nullptr), InvalidInput);
   c = {};
   c.levels = {};
-  EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
+  EXPECT_THROW(run_maxbatch(c, nullptr), InvalidInput);
   c = {};
   c.model = "resnet19";
-  EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
+  EXPECT_THROW(run_maxbatch(c, nullptr), InvalidInput);
   // On CUDA the defrag levels need the CUDA defrag allocator, which serves
   // the whole process: L0 and L5 together are refused before any work,
   // whatever the build.
   c = {};
   c.device = "cuda";
   c.levels = parse_level_list("L0,L5");
-  EXPECT_THROW(app::run_maxbatch(c, nullptr), InvalidInput);
+  EXPECT_THROW(run_maxbatch(c, nullptr), InvalidInput);
 }
 
 // One CUDA allocator serves a process, so levels that disagree on the defrag
@@ -56,16 +56,16 @@ TEST(MaxBatch, BadConfigurationsAreClearErrors) {
 // installed or touches the device (runs without a GPU too).
 TEST(LevelSwitches, LevelsThatDisagreeOnTheAllocatorAreRefusedOnCuda) {
   try {
-    app::apply_level_switches(parse_level_list("L0,L5"), at::Device(at::kCUDA));
+    apply_level_switches(parse_level_list("L0,L5"), at::Device(at::kCUDA));
     ADD_FAILURE() << "L0 and L5 in one CUDA process must be refused";
   } catch (const InvalidInput& e) {
     EXPECT_NE(std::string(e.what()).find("process of their own"), std::string::npos) << e.what();
   }
   // On the CPU the switch is the budget allocator's policy, per level.
-  EXPECT_NO_THROW(app::apply_level_switches(parse_level_list("L0,L5"), at::kCPU));
-  EXPECT_EQ(app::level_allocator(parse_level("L5"), at::kCPU, "caching"), "defrag");
-  EXPECT_EQ(app::level_allocator(parse_level("L3"), at::kCPU, "caching"), "caching");
-  EXPECT_EQ(app::level_allocator(parse_level("L5"), at::Device(at::kCUDA), "caching"), "cuda defrag");
+  EXPECT_NO_THROW(apply_level_switches(parse_level_list("L0,L5"), at::kCPU));
+  EXPECT_EQ(level_allocator(parse_level("L5"), at::kCPU, "caching"), "defrag");
+  EXPECT_EQ(level_allocator(parse_level("L3"), at::kCPU, "caching"), "caching");
+  EXPECT_EQ(level_allocator(parse_level("L5"), at::Device(at::kCUDA), "caching"), "cuda defrag");
 }
 
 }  // namespace

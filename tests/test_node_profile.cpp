@@ -5,9 +5,9 @@
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/gradients.h"
-#include "actkit/app/level_memory.h"
-#include "actkit/app/node_profile.h"
-#include "actkit/app/training_setup.h"
+#include "actkit/measure/level_memory.h"
+#include "actkit/measure/node_profile.h"
+#include "actkit/measure/training_setup.h"
 
 namespace actkit::app {
 namespace {

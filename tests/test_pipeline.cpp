@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "test_paths.h"  // generated: where the test programs and fixtures are
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/errors.h"
@@ -209,7 +209,7 @@ std::string run_pipeline(int stages, const std::string& schedule, const std::str
   files::remove_all(out);
   files::create_directories(out);
   const int port = free_local_port();
-  std::vector<app::ProcessSpec> specs;
+  std::vector<ProcessSpec> specs;
   for (int r = 0; r < stages; ++r) {
     Env vars{{"RANK", std::to_string(r)},
              {"WORLD_SIZE", std::to_string(stages)},
@@ -222,7 +222,7 @@ std::string run_pipeline(int stages, const std::string& schedule, const std::str
                      vars});
   }
   bool all = true;
-  for (const auto& r : app::run_processes(specs, std::chrono::seconds(30))) all = all && r.succeeded();
+  for (const auto& r : run_processes(specs, std::chrono::seconds(30))) all = all && r.succeeded();
   EXPECT_EQ(all, should_succeed);
   return out;
 }
@@ -496,7 +496,7 @@ TEST(Pipeline, AnL3RunResumesBitIdentically) {
 
 // Runs STAGES × REPLICAS ranks of actkit_pipeline_dp_peer; returns OUT.
 std::string run_replicated(int stages, int replicas, int micro, const std::string& optimizer, int warmup, int steps,
-                           std::vector<app::ProcessResult>* results_out = nullptr, int timeout_s = 60) {
+                           std::vector<ProcessResult>* results_out = nullptr, int timeout_s = 60) {
   const std::string out = c10::str(files::temp_directory(), "/actkit-pipeline-dp-", getpid(),
                                    "-", stages, "x", replicas, "-", optimizer);
   files::remove_all(out);
@@ -592,7 +592,7 @@ TEST(PipelineDataParallel, OneBitReplicasAndTiedCopiesStayEqual) {
 // replica partner name it by its rank in the whole group.
 TEST(PipelineDataParallel, ADeadRankIsNamedByItsNeighbours) {
   setenv("PEER_DIE_RANK", "3", 1);
-  std::vector<app::ProcessResult> results;
+  std::vector<ProcessResult> results;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string out = run_replicated(2, 2, 2, "onebit-adam", 1, 6, &results, 10);
   unsetenv("PEER_DIE_RANK");

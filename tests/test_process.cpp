@@ -1,7 +1,7 @@
 // The one way ACTkit runs another program: an argument vector, no shell.
 #include <gtest/gtest.h>
 
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "test_util.h"
@@ -24,24 +24,24 @@ namespace {
 
 TEST(Process, ArgumentsReachTheProgramAsTheyAre) {
   // What a shell would expand, split or run is passed through untouched.
-  const app::ProcessResult r = app::run_process({"printf", "%s|", "a b", "'q'", "$HOME;echo x", "*"},
-                                                app::ChildOutput::kCapture);
+  const ProcessResult r = run_process({"printf", "%s|", "a b", "'q'", "$HOME;echo x", "*"},
+                                                ChildOutput::kCapture);
   EXPECT_TRUE(r.succeeded());
   EXPECT_EQ(r.output, "a b|'q'|$HOME;echo x|*|");
 }
 
 TEST(Process, ExitStatusAndSignalAreReported) {
-  const app::ProcessResult exited = app::run_process({"sh", "-c", "exit 3"}, app::ChildOutput::kDiscard);
+  const ProcessResult exited = run_process({"sh", "-c", "exit 3"}, ChildOutput::kDiscard);
   EXPECT_EQ(exited.exit_status, 3);
   EXPECT_FALSE(exited.succeeded());
-  const app::ProcessResult killed = app::run_process({"sh", "-c", "kill -9 $$"}, app::ChildOutput::kDiscard);
+  const ProcessResult killed = run_process({"sh", "-c", "kill -9 $$"}, ChildOutput::kDiscard);
   EXPECT_EQ(killed.signal, 9);
   EXPECT_FALSE(killed.succeeded());
 }
 
 TEST(Process, MissingProgramsAreClearErrors) {
-  EXPECT_THROW(app::run_process({"actkit-no-such-program"}), IoError);
-  EXPECT_THROW(app::run_process({}), InvalidInput);
+  EXPECT_THROW(run_process({"actkit-no-such-program"}), IoError);
+  EXPECT_THROW(run_process({}), InvalidInput);
   // A program that cannot be executed: the cause, from the child's exec
   // (a file without execute permission, a file that is no program).
   test::TempDir dir;
@@ -53,36 +53,36 @@ TEST(Process, MissingProgramsAreClearErrors) {
   const std::pair<std::string, int> cases[] = {{plain, EACCES}, {junk, ENOEXEC}};
   for (const auto& [program, expected] : cases) {
     try {
-      app::run_process({program});
+      run_process({program});
       ADD_FAILURE() << program << " was started";
     } catch (const IoError& e) {
       EXPECT_EQ(e.error_number(), expected) << e.what();
       EXPECT_NE(std::string(e.what()).find(std::strerror(expected)), std::string::npos) << e.what();
     }
     try {
-      app::run_processes({{{program}, {}}}, std::chrono::milliseconds(100));
+      run_processes({{{program}, {}}}, std::chrono::milliseconds(100));
       ADD_FAILURE() << program << " was started in a group";
     } catch (const IoError& e) {
       EXPECT_EQ(e.error_number(), expected) << e.what();
     }
   }
-  EXPECT_FALSE(app::program_in_path("actkit-no-such-program"));
-  EXPECT_TRUE(app::program_in_path("sh"));
+  EXPECT_FALSE(program_in_path("actkit-no-such-program"));
+  EXPECT_TRUE(program_in_path("sh"));
 }
 
 TEST(Process, GroupGetsItsEnvironmentAndRunsSideBySide) {
   // Each child sees its own RANK and checks the other started too (a file
   // the other one makes): sequential runs would deadlock into the timeout.
   const std::string dir = ::testing::TempDir() + "actkit_group_" + std::to_string(::getpid());
-  std::vector<app::ProcessSpec> specs;
+  std::vector<ProcessSpec> specs;
   for (int r = 0; r < 2; ++r) {
     specs.push_back({{"sh", "-c",
                       "mkdir -p \"$D\" && touch \"$D/$RANK\" && for i in $(seq 100); do "
                       "[ -e \"$D/$OTHER\" ] && exit $((10 + RANK)); sleep 0.05; done; exit 1"},
                      {{"RANK", std::to_string(r)}, {"OTHER", std::to_string(1 - r)}, {"D", dir}},
-                     app::ChildOutput::kDiscard});
+                     ChildOutput::kDiscard});
   }
-  const auto results = app::run_processes(specs, std::chrono::seconds(5));
+  const auto results = run_processes(specs, std::chrono::seconds(5));
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].exit_status, 10);
   EXPECT_EQ(results[1].exit_status, 11);
@@ -90,14 +90,14 @@ TEST(Process, GroupGetsItsEnvironmentAndRunsSideBySide) {
 
 TEST(Process, GroupEndsSoonAfterItsFirstFailure) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = app::run_processes(
-      {{{"sh", "-c", "exit 4"}, {}, app::ChildOutput::kDiscard}, {{"sleep", "60"}, {}, app::ChildOutput::kDiscard}},
+  const auto results = run_processes(
+      {{{"sh", "-c", "exit 4"}, {}, ChildOutput::kDiscard}, {{"sleep", "60"}, {}, ChildOutput::kDiscard}},
       std::chrono::milliseconds(200));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   EXPECT_EQ(results[0].exit_status, 4);
   EXPECT_EQ(results[1].signal, SIGKILL);
-  EXPECT_THROW(app::run_processes({}, std::chrono::seconds(1)), InvalidInput);
-  EXPECT_THROW(app::run_processes({{{"true"}, {}, app::ChildOutput::kCapture}}, std::chrono::seconds(1)), InvalidInput);
+  EXPECT_THROW(run_processes({}, std::chrono::seconds(1)), InvalidInput);
+  EXPECT_THROW(run_processes({{{"true"}, {}, ChildOutput::kCapture}}, std::chrono::seconds(1)), InvalidInput);
 }
 
 // The rank whose error was raised first is named, not the one that ended
@@ -106,28 +106,28 @@ TEST(Process, GroupEndsSoonAfterItsFirstFailure) {
 // peer gone later but ends at once.
 TEST(Process, TheFirstFailureIsTheErrorRaisedFirstNotTheFirstToEnd) {
   const std::string note = "printf '%s\\n%s' \"$(date +%s%N)\" \"$MESSAGE\" > \"$ACTKIT_ERROR_NOTE\"";
-  const std::vector<app::ProcessSpec> specs{
+  const std::vector<ProcessSpec> specs{
       {{"sh", "-c", note + "; sleep 0.8; exit 1"}, {{"MESSAGE", "cannot write out.json: refused"}}},
       {{"sh", "-c", "sleep 0.3; " + note + "; exit 1"}, {{"MESSAGE", "rank 0 is gone"}}},
       {{"sh", "-c", "sleep 0.1; exit 3"}, {}}};  // fails without a note: after both noted ones
-  const auto results = app::run_processes(specs, std::chrono::seconds(5), /*private_tmpdir=*/true);
+  const auto results = run_processes(specs, std::chrono::seconds(5), /*private_tmpdir=*/true);
   EXPECT_LT(results[1].end_order, results[0].end_order) << "rank 1 should have ended first";
   EXPECT_EQ(results[0].error, "cannot write out.json: refused");
   EXPECT_EQ(results[1].error, "rank 0 is gone");
   EXPECT_TRUE(results[2].error.empty());
-  EXPECT_EQ(app::first_failure(results), 0);
+  EXPECT_EQ(first_failure(results), 0);
   // Without notes, the order they ended in.
-  std::vector<app::ProcessResult> unnoted = results;
+  std::vector<ProcessResult> unnoted = results;
   for (auto& r : unnoted) r.error_raised_ns = 0;
-  EXPECT_EQ(app::first_failure(unnoted), 2);
-  std::vector<app::ProcessResult> fine(2);
+  EXPECT_EQ(first_failure(unnoted), 2);
+  std::vector<ProcessResult> fine(2);
   fine[0].exit_status = fine[1].exit_status = 0;
-  EXPECT_EQ(app::first_failure(fine), -1);
+  EXPECT_EQ(first_failure(fine), -1);
   // What main() writes: the time the error was raised, then its message.
   test::TempDir dir;
   ::setenv("ACTKIT_ERROR_NOTE", dir.file("note").c_str(), 1);
   const auto raised = std::chrono::system_clock::now() - std::chrono::seconds(2);
-  app::note_error("out of memory", raised);
+  note_error("out of memory", raised);
   ::unsetenv("ACTKIT_ERROR_NOTE");
   std::ifstream in(dir.file("note"));
   int64_t ns = 0;
@@ -176,10 +176,10 @@ std::vector<pid_t> read_pids(const std::string& dir, int n, std::chrono::millise
 
 // A launcher in a process of its own (forked): it runs `specs` as a group
 // and exits. Returns its id.
-pid_t fork_launcher(const std::vector<app::ProcessSpec>& specs, bool private_tmpdir) {
+pid_t fork_launcher(const std::vector<ProcessSpec>& specs, bool private_tmpdir) {
   const pid_t launcher = fork();
   if (launcher == 0) {
-    app::run_processes(specs, std::chrono::seconds(30), private_tmpdir);
+    run_processes(specs, std::chrono::seconds(30), private_tmpdir);
     _exit(0);
   }
   return launcher;
@@ -196,7 +196,7 @@ void kill_outright(pid_t launcher) {
 // by that signal: no rank trains on under PID 1.
 TEST(Process, ASignalToTheLauncherEndsItsChildren) {
   test::TempDir dir;
-  std::vector<app::ProcessSpec> specs;
+  std::vector<ProcessSpec> specs;
   for (int i = 0; i < 2; ++i) {
     // Each leaves a file in the group's private TMPDIR and says where it is.
     specs.push_back({{"sh", "-c",
@@ -225,10 +225,10 @@ TEST(Process, ASignalToTheLauncherEndsItsChildren) {
 // killed itself mid-write.
 TEST(Process, APrivateTmpdirIsRemovedAfterAKilledChild) {
   test::TempDir dir;
-  const std::vector<app::ProcessSpec> specs{
+  const std::vector<ProcessSpec> specs{
       {{"sh", "-c", "echo \"$TMPDIR\" > " + dir.file("tmp") + "; mkdir \"$TMPDIR/d\"; touch \"$TMPDIR/d/f\"; kill -9 $$"},
        {}}};
-  const auto results = app::run_processes(specs, std::chrono::seconds(5), /*private_tmpdir=*/true);
+  const auto results = run_processes(specs, std::chrono::seconds(5), /*private_tmpdir=*/true);
   EXPECT_EQ(results[0].signal, SIGKILL);
   std::string scratch;
   std::ifstream(dir.file("tmp")) >> scratch;
@@ -245,7 +245,7 @@ TEST(Process, RanksEndWithALauncherKilledOutright) {
     const pid_t rank = fork();
     if (rank == 0) {
       ::setenv("ACTKIT_PARENT_PID", std::to_string(::getppid()).c_str(), 1);
-      app::end_with_parent();
+      end_with_parent();
       std::ofstream(dir.file("pid0")) << ::getpid() << "\n";
       ::pause();
       _exit(0);
@@ -259,7 +259,7 @@ TEST(Process, RanksEndWithALauncherKilledOutright) {
   EXPECT_TRUE(all_gone_within(ranks, std::chrono::seconds(2))) << "the rank outlived its launcher";
   // Without the variable nothing changes.
   ::unsetenv("ACTKIT_PARENT_PID");
-  app::end_with_parent();
+  end_with_parent();
 }
 
 // The same for a child that never gets as far as end_with_parent (a rank
@@ -293,7 +293,7 @@ TEST(Process, AGoneLaunchersScratchIsRemovedByTheNext) {
   const char* old = std::getenv("TMPDIR");
   const std::string saved = old != nullptr ? old : "";
   ::setenv("TMPDIR", dir.path().c_str(), 1);
-  app::run_processes({{{"true"}, {}}}, std::chrono::seconds(5), /*private_tmpdir=*/true);
+  run_processes({{{"true"}, {}}}, std::chrono::seconds(5), /*private_tmpdir=*/true);
   if (old != nullptr) ::setenv("TMPDIR", saved.c_str(), 1); else ::unsetenv("TMPDIR");
   EXPECT_FALSE(files::exists(stale));
   EXPECT_TRUE(files::exists(alive));
@@ -303,7 +303,7 @@ TEST(Process, AGoneLaunchersScratchIsRemovedByTheNext) {
 // another finished well (a rank stopped at the end) is killed, not waited for.
 TEST(Process, AMemberStuckAfterAnotherFinishedIsKilled) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = app::run_processes({{{"true"}, {}}, {{"sleep", "60"}, {}}}, std::chrono::seconds(1));
+  const auto results = run_processes({{{"true"}, {}}, {{"sleep", "60"}, {}}}, std::chrono::seconds(1));
   EXPECT_TRUE(results[0].succeeded());
   EXPECT_TRUE(results[1].killed_by_group);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));

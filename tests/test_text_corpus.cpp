@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "actkit/app/text_corpus.h"
+#include "actkit/data/text_corpus.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/text/tokenizer.h"
@@ -27,7 +27,7 @@ std::string write_text(const std::string& name, const std::string& text) {
 TEST(TextCorpus, ExamplesAreByteWindowsWithNextByteLabels) {
   std::string text;
   for (int i = 0; i < 1000; ++i) text += char('a' + i % 26);
-  const app::TextCorpus c(write_text("corpus_windows", text), 16);
+  const TextCorpus c(write_text("corpus_windows", text), 16);
   EXPECT_EQ(c.train_size() + c.validation_size(), (1000 - 1) / 16);
   EXPECT_GE(c.validation_size(), 1);
   const auto [x, y] = c.examples({0, 3});
@@ -42,7 +42,7 @@ TEST(TextCorpus, ExamplesAreByteWindowsWithNextByteLabels) {
 }
 
 TEST(TextCorpus, EachEpochVisitsEveryTrainingExampleOnce) {
-  const app::TextCorpus c(write_text("corpus_epochs", std::string(4000, 'x')), 32);
+  const TextCorpus c(write_text("corpus_epochs", std::string(4000, 'x')), 32);
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::set<int64_t> seen;
     for (int64_t i = 0; i < c.train_size(); ++i) seen.insert(c.train_id_at(epoch * c.train_size() + i, 5));
@@ -50,7 +50,7 @@ TEST(TextCorpus, EachEpochVisitsEveryTrainingExampleOnce) {
     EXPECT_EQ(*seen.rbegin(), c.train_size() - 1);
   }
   // The same order in another process: it depends on the seed alone.
-  const app::TextCorpus again(write_text("corpus_epochs2", std::string(4000, 'x')), 32);
+  const TextCorpus again(write_text("corpus_epochs2", std::string(4000, 'x')), 32);
   for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(c.train_id_at(i, 5), again.train_id_at(i, 5));
   bool differs = false;
   for (int64_t i = 0; i < 50; ++i) differs = differs || c.train_id_at(i, 5) != c.train_id_at(i, 6);
@@ -61,7 +61,7 @@ TEST(TextCorpus, EachEpochVisitsEveryTrainingExampleOnce) {
 // visited once per epoch of the share's own length, in an order that
 // changes between epochs.
 TEST(TextCorpus, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
-  const app::TextCorpus c(write_text("corpus_shares", std::string(4000, 'x')), 32, 100);
+  const TextCorpus c(write_text("corpus_shares", std::string(4000, 'x')), 32, 100);
   const int shares = 3;
   const int64_t share_size = 100 / shares;
   std::set<int64_t> all;
@@ -94,15 +94,15 @@ TEST(TextCorpus, SharesAreFixedDisjointSetsVisitedOncePerEpoch) {
 
 TEST(TextCorpus, LimitAndErrors) {
   const std::string path = write_text("corpus_limit", std::string(4000, 'x'));
-  EXPECT_EQ(app::TextCorpus(path, 32, 10).train_size(), 10);
-  EXPECT_THROW(app::TextCorpus(path, 0), InvalidInput);
-  EXPECT_THROW(app::TextCorpus(write_text("corpus_short", "tiny"), 32), IoError);
-  EXPECT_THROW(app::TextCorpus("/no/such/corpus", 32), IoError);
+  EXPECT_EQ(TextCorpus(path, 32, 10).train_size(), 10);
+  EXPECT_THROW(TextCorpus(path, 0), InvalidInput);
+  EXPECT_THROW(TextCorpus(write_text("corpus_short", "tiny"), 32), IoError);
+  EXPECT_THROW(TextCorpus("/no/such/corpus", 32), IoError);
 }
 
 TEST(TextCorpus, ReadsTheFortunesPackage) {
-  if (!files::is_directory(app::kFortunesDir)) GTEST_SKIP() << "Debian's fortunes package is not installed";
-  const app::TextCorpus c(app::kFortunesDir, 128);
+  if (!files::is_directory(kFortunesDir)) GTEST_SKIP() << "Debian's fortunes package is not installed";
+  const TextCorpus c(kFortunesDir, 128);
   EXPECT_GT(c.tokens(), 1000000);  // about 2.5 MB of English, a token a byte
   const auto [x, y] = c.examples({c.train_id_at(0, 1)});
   EXPECT_LT(x.max().item<int64_t>(), 256);
@@ -115,7 +115,7 @@ TEST(TextCorpus, TokenizesWithAModelsTokenizer) {
   std::string text;
   for (int i = 0; i < 60; ++i) text += "The quick brown fox jumps over the lazy dog, " + std::to_string(i) + " times.\n";
   const std::vector<int64_t> ids = t->encode(text);
-  const app::TextCorpus c(write_text("corpus_tokens", text), 16, 0, t.get());
+  const TextCorpus c(write_text("corpus_tokens", text), 16, 0, t.get());
   ASSERT_EQ(c.tokens(), int64_t(ids.size()));
   const auto [x, y] = c.examples({1});
   for (int64_t i = 0; i < 16; ++i) {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/converters/convert.h"
 #include "actkit/core/errors.h"
 #include "actkit/converters/state_dict.h"
@@ -66,9 +66,9 @@ TEST_P(TorchvisionOracle, ZooMatchesTorchvisionBeforeAndAfterConvert) {
   // The reference run's report comes on stdout; its errors go to ours.
   const std::vector<std::string> argv = {python(), ACTKIT_ORACLE_SCRIPT, "--model", name, "--batch", "2",
                                          "--size", "224", "--out", dir.path()};
-  app::ProcessResult reference;
+  ProcessResult reference;
   try {
-    reference = app::run_process(argv, app::ChildOutput::kCapture);
+    reference = run_process(argv, ChildOutput::kCapture);
   } catch (const IoError& e) {
     GTEST_SKIP() << "cannot start " << python() << " (" << e.what() << "); install python3-torchvision "
                  << "(scripts/setup.sh) to compare the zoo with torchvision";

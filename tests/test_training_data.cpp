@@ -9,15 +9,13 @@
 #include <set>
 
 #include "actkit/app/model_defaults.h"
-#include "actkit/app/text_corpus.h"
-#include "actkit/app/training_data.h"
+#include "actkit/data/text_corpus.h"
+#include "actkit/app/evaluation.h"
+#include "actkit/data/training_data.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 
 using namespace actkit;
-using app::DataOptions;
-using app::DataSet;
-using app::TrainingData;
 
 namespace {
 
@@ -74,7 +72,7 @@ TEST(TrainingData, DataParallelRanksShareAnEpochWithoutOverlap) {
   std::vector<std::set<int64_t>> epochs(2);
   for (int64_t s = 0; s < 2 * per_epoch; ++s) {
     for (int r = 0; r < world; ++r) {
-      const app::Batch b = data->rank_batch(s, r, world, batch);
+      const Batch b = data->rank_batch(s, r, world, batch);
       ASSERT_EQ(b.inputs.size(0), batch);
       for (int64_t id : b.example_ids) {
         EXPECT_TRUE(epochs[size_t(s / per_epoch)].insert(id).second) << "example " << id << " twice in an epoch";
@@ -112,11 +110,11 @@ TEST(TrainingData, ImageBatchesHoldTheirExamples) {
   auto data = TrainingData::open(synthetic_images(20));
   EXPECT_FALSE(data->text());
   EXPECT_EQ(data->validation_size(), 1024);
-  const app::Batch b = data->examples({3, 7});
-  const app::Batch one = data->examples({7});
+  const Batch b = data->examples({3, 7});
+  const Batch one = data->examples({7});
   EXPECT_TRUE(at::equal(b.inputs[1], one.inputs[0]));
   EXPECT_EQ(b.labels[1].item<int64_t>(), one.labels[0].item<int64_t>());
-  const app::Batch test = data->validation_batch(0, 5);
+  const Batch test = data->validation_batch(0, 5);
   EXPECT_EQ(test.example_ids.front(), 20);
   EXPECT_THROW(data->examples({3, 20}), InvalidInput);  // one from each split
   EXPECT_THROW(data->examples({5000}), InvalidInput);
@@ -140,11 +138,11 @@ TEST(TrainingData, SyntheticTextExamplesAreTheirIds) {
   o.train_limit = 10;
   auto pool = TrainingData::open(o);
   EXPECT_EQ(pool->train_id_at(3), pool->train_id_at(13));
-  const app::Batch a = pool->examples({4}), b = endless->examples({4});
+  const Batch a = pool->examples({4}), b = endless->examples({4});
   EXPECT_TRUE(at::equal(a.inputs, b.inputs)) << "the same id, the same tokens";
   EXPECT_TRUE(at::equal(a.inputs.narrow(1, 1, 7), a.labels.narrow(1, 0, 7))) << "labels are the next tokens";
   EXPECT_LT(a.inputs.max().item<int64_t>(), 50);
-  const app::Batch v = pool->validation_batch(0, 3);
+  const Batch v = pool->validation_batch(0, 3);
   for (int64_t id : v.example_ids) EXPECT_LT(id, 0);
   EXPECT_THROW(pool->examples({10}), InvalidInput);
 }
@@ -164,11 +162,11 @@ TEST(TrainingData, CorpusTextIsTheCorpusStream) {
   o.seq_len = 16;
   o.seed = 11;
   auto data = TrainingData::open(o);
-  const app::TextCorpus corpus(dir, 16);
+  const TextCorpus corpus(dir, 16);
   ASSERT_EQ(data->train_size(), corpus.train_size());
   for (int64_t p : {int64_t(0), int64_t(1), int64_t(57), corpus.train_size() + 3}) EXPECT_EQ(data->train_id_at(p), corpus.train_id_at(p, 11));
   EXPECT_EQ(data->validation_id(2), corpus.validation_id(2));
-  const app::Batch b = data->train_batch(5, 3);
+  const Batch b = data->train_batch(5, 3);
   const auto [inputs, labels] = corpus.examples(b.example_ids);
   EXPECT_TRUE(at::equal(b.inputs, inputs));
   EXPECT_TRUE(at::equal(b.labels, labels));
@@ -183,8 +181,8 @@ TEST(TrainingData, RefusesASetOfTheWrongKind) {
   o.set = DataSet::kFortunes;
   o.text = false;
   EXPECT_THROW(TrainingData::open(o), InvalidInput);
-  EXPECT_THROW(app::parse_data_set("mnist"), InvalidInput);
-  EXPECT_EQ(app::parse_data_set("fashion-mnist"), DataSet::kFashionMnist);
+  EXPECT_THROW(parse_data_set("mnist"), InvalidInput);
+  EXPECT_EQ(parse_data_set("fashion-mnist"), DataSet::kFashionMnist);
 }
 
 // A validation limit keeps the first N held-out examples, the same ones the
@@ -200,7 +198,7 @@ TEST(TrainingData, AValidationLimitKeepsTheFirstExamples) {
     const auto first = TrainingData::open(o);
     EXPECT_EQ(first->validation_size(), 100) << text;
     EXPECT_EQ(first->train_size(), all->train_size()) << text;
-    const app::Batch a = all->validation_batch(0, 100), b = first->validation_batch(0, 100);
+    const Batch a = all->validation_batch(0, 100), b = first->validation_batch(0, 100);
     EXPECT_TRUE(a.inputs.equal(b.inputs) && a.labels.equal(b.labels)) << text;
     EXPECT_THROW(first->validation_batch(99, 2), InvalidInput) << text;
     EXPECT_EQ(app::evaluation_plan(*first, 4).examples, 100) << text;
@@ -225,7 +223,7 @@ TEST(TrainingData, AccuracyCountsEveryTestExample) {
   int64_t correct = 0;
   {
     torch::NoGradGuard no_grad;
-    const app::Batch all = data->validation_batch(0, data->validation_size());
+    const Batch all = data->validation_batch(0, data->validation_size());
     correct = model->forward(all.inputs).argmax(1).eq(all.labels).sum().item<int64_t>();
   }
   // Batches of 500 and of 1024 may round differently: a tie could flip one or two.

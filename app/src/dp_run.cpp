@@ -10,9 +10,10 @@
 #include <limits>
 #include <optional>
 
+#include "actkit/app/evaluation.h"
 #include "actkit/app/checkpoint_folder.h"
-#include "actkit/app/hf_folder.h"
-#include "actkit/app/memory_floor.h"
+#include "actkit/hf/hf_folder.h"
+#include "actkit/measure/memory_floor.h"
 #include "actkit/app/train_step.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/converters/archive_check.h"
@@ -146,7 +147,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   at::manual_seed(int64_t(config.seed));  // the same initial weights on every rank
   std::shared_ptr<ZooModel> model = config.init.empty()
                                         ? make_model(config.model, training_model_options(config.model, config.shape))
-                                        : load_hf_model(config.init);
+                                        : load_hf_model(read_hf_config(config.init));
   // The last checkpoint every rank finished (DIR/latest), never a half save.
   // Never read a folder another run is writing.
   if (!config.resume.empty()) files::FolderLock::check_free(config.resume);
@@ -291,7 +292,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     });
   }
   if (leader && !config.save_hf.empty()) {
-    in_phase(c10::str(after, ": writing ", config.save_hf), [&] { save_hf_folder(*model, config.init, config.save_hf, config.save_hf_over_init); });
+    in_phase(c10::str(after, ": writing ", config.save_hf), [&] { save_hf_folder(*model, read_hf_config(config.init), config.save_hf, config.save_hf_over_init); });
   }
   const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
   // The mean loss over every rank's batch of each step: one collective at the end.

@@ -9,12 +9,11 @@
 #include <cmath>
 #include <set>
 
-#include "actkit/app/hf_folder.h"
-#include "actkit/app/run_device.h"
+#include "actkit/hf/hf_folder.h"
+#include "actkit/measure/run_device.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/text/tokenizer.h"
-#include "hf_json.h"
 
 namespace actkit::app {
 namespace {
@@ -44,25 +43,6 @@ int64_t choose(const at::Tensor& all_logits, int64_t usable, const GenerateConfi
   return order[pick].item<int64_t>();
 }
 
-// Every end-of-text id the folder names: config.json's and
-// generation_config.json's eos_token_id (a number or a list; chat models
-// list several), and the tokenizer's own.
-std::set<int64_t> end_ids(const std::string& dir, const Tokenizer& tokenizer) {
-  std::set<int64_t> ids;
-  if (tokenizer.eos_id()) ids.insert(*tokenizer.eos_id());
-  for (const char* name : {"config.json", "generation_config.json"}) {
-    const std::string file = dir + "/" + name;
-    if (!files::is_regular_file(file)) continue;
-    const nlohmann::json j = read_hf_json(file);
-    if (!j.is_object() || !j.contains("eos_token_id")) continue;
-    const nlohmann::json& e = j["eos_token_id"];
-    for (const nlohmann::json& v : e.is_array() ? e : nlohmann::json::array({e})) {
-      if (v.is_number_integer()) ids.insert(v.get<int64_t>());
-    }
-  }
-  return ids;
-}
-
 // Whether decoded text ends inside a UTF-8 sequence still to be completed
 // (the decoder's replacement character): not yet printable.
 bool ends_unfinished(const std::string& s) {
@@ -81,7 +61,7 @@ GenerateResult generate(const GenerateConfig& c, const std::function<void(const 
   }
   if (c.prompt.empty()) throw InvalidInput("generate: the prompt is empty");
   const at::Device device = parse_run_device(c.device, "generate");
-  HfModelInfo info = read_hf_config(c.init);
+  const HfModelInfo info = read_hf_config(c.init);
   if (info.family != HfFamily::kGpt2 && info.family != HfFamily::kLlama) {
     throw InvalidInput(c10::str("generate: ", c.init, " holds a ", info.architecture, ", not a language model"));
   }
@@ -91,7 +71,7 @@ GenerateResult generate(const GenerateConfig& c, const std::function<void(const 
                                info.options.vocab_size));
   }
   HfLoadReport loaded;
-  std::shared_ptr<ZooModel> model = load_hf_model(c.init, &info, &loaded);
+  std::shared_ptr<ZooModel> model = load_hf_model(info, &loaded);
   if (!loaded.fresh.empty()) {
     throw InvalidInput(c10::str("generate: ", c.init, " holds a bare ", info.architecture, " without ",
                                 loaded.fresh.front(), ": it has no trained head to generate with"));
@@ -105,7 +85,9 @@ GenerateResult generate(const GenerateConfig& c, const std::function<void(const 
   // the special tokens (a BOS, mostly) its own settings add, and no other.
   r.prompt_tokens = tokenizer->encode_with_special_tokens(c.prompt);
   if (r.prompt_tokens.empty()) throw InvalidInput("generate: the prompt makes no tokens");
-  const std::set<int64_t> eos = end_ids(c.init, *tokenizer);
+  // The folder's end-of-text ids and the tokenizer's own.
+  std::set<int64_t> eos(info.end_ids.begin(), info.end_ids.end());
+  if (tokenizer->eos_id()) eos.insert(*tokenizer->eos_id());
   at::Generator gen = at::detail::createCPUGenerator(c.seed);
   std::vector<int64_t> context = r.prompt_tokens;
   size_t printed = 0;

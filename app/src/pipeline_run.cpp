@@ -13,10 +13,10 @@
 #include <memory>
 
 #include "actkit/app/checkpoint_folder.h"
-#include "actkit/app/hf_folder.h"
-#include "actkit/app/memory_floor.h"
+#include "actkit/hf/hf_folder.h"
+#include "actkit/measure/memory_floor.h"
 #include "actkit/app/pipeline_batches.h"
-#include "hf_json.h"
+#include "actkit/hf/hf_json.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -178,7 +178,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
                                   c.model));
     }
     if (!resuming) {
-      for (const auto& p : load_hf_model(config.init)->named_parameters()) hf_weights[p.key()] = p.value();
+      for (const auto& p : load_hf_model(info)->named_parameters()) hf_weights[p.key()] = p.value();
     }
     d.tokenizer = load_tokenizer(config.init);
     if (d.tokenizer->vocab_size() > info.options.vocab_size) {
@@ -306,14 +306,15 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
     // The stages' parameters as committed, in one model of the folder's family.
     in_phase(c10::str(after, ": writing ", config.save_hf), [&] {
       const auto saved = pipeline::StageCheckpoint::read_parameters(committed_folder(config.save));
-      const std::shared_ptr<ZooModel> whole = load_hf_model(config.init);
+      const HfModelInfo info = read_hf_config(config.init);
+      const std::shared_ptr<ZooModel> whole = load_hf_model(info);
       torch::NoGradGuard no_grad;
       for (const auto& p : whole->named_parameters()) {
         const auto it = saved.find(p.key());
         if (it == saved.end()) throw FormatError(c10::str(config.save, ": the checkpoint has no tensor ", p.key()));
         p.value().copy_(it->second);
       }
-      save_hf_folder(*whole, config.init, config.save_hf, config.save_hf_over_init);
+      save_hf_folder(*whole, info, config.save_hf, config.save_hf_over_init);
     });
   }
   const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");

@@ -8,12 +8,13 @@
 #include <cmath>
 #include <limits>
 
-#include "actkit/app/hf_folder.h"
-#include "actkit/app/memory_floor.h"
-#include "actkit/app/level_memory.h"
-#include "actkit/app/level_switches.h"
-#include "actkit/app/memory_meter.h"
-#include "actkit/app/run_device.h"
+#include "actkit/app/evaluation.h"
+#include "actkit/hf/hf_folder.h"
+#include "actkit/measure/memory_floor.h"
+#include "actkit/measure/level_memory.h"
+#include "actkit/measure/level_switches.h"
+#include "actkit/measure/memory_meter.h"
+#include "actkit/measure/run_device.h"
 #include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
 #include "actkit/app/train_step.h"
@@ -95,7 +96,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
   MemoryMeter meter(device);
   at::manual_seed(int64_t(c.seed));
   std::shared_ptr<ZooModel> model =
-      c.init.empty() ? make_model(c.model, training_model_options(c.model, c.shape)) : load_hf_model(c.init);
+      c.init.empty() ? make_model(c.model, training_model_options(c.model, c.shape)) : load_hf_model(hf);
   if (!c.resume.empty()) load_state_dict(*model, c.resume);
   model->to(device);
   const ConvertResult converted = convert(*model, c.level, c.seed);
@@ -159,7 +160,7 @@ TrainResult run_training(const TrainConfig& c, const std::function<void(const Tr
     const std::vector<char> bytes = state_dict_bytes(*model);
     files::write_output_file(c.save, bytes.data(), bytes.size());
   }
-  if (!c.save_hf.empty()) save_hf_folder(*model, c.init, c.save_hf, c.save_hf_over_init);
+  if (!c.save_hf.empty()) save_hf_folder(*model, hf, c.save_hf, c.save_hf_over_init);
   return r;
 }
 

@@ -1,5 +1,5 @@
 #include "actkit/bench/alloc_bench.h"
-#include "actkit/app/training_setup.h"
+#include "actkit/measure/training_setup.h"
 
 #include <torch/torch.h>
 
@@ -48,7 +48,7 @@ AllocationTrace record_training_trace(const TraceSpec& spec, int steps, uint64_t
   ModelOptions o;
   o.max_positions = std::max<int64_t>(spec.length, 1024);
   ScopedCpuTracking tracking;
-  app::TrainingSetup t = app::make_training_setup(spec.model, o, spec.length, spec.batch, spec.level, seed);
+  TrainingSetup t = make_training_setup(spec.model, o, spec.length, spec.batch, spec.level, seed);
   tracking.tracker().start_recording();
   for (int s = 0; s < steps; ++s) t.step();
   return tracking.tracker().stop_recording(spec.name());

@@ -4,7 +4,7 @@
 #include "actkit/comm/onebit_codec.h"
 #endif
 
-#include "actkit/app/run_device.h"
+#include "actkit/measure/run_device.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -48,7 +48,7 @@ CodecBenchReport run_codec_bench(const CodecBenchConfig& config) {
   for (int b : config.boundary_bits) {
     if (b < 2 || b > 8) throw InvalidInput(c10::str("bench codec: boundary bits must be in 2..8, got ", b));
   }
-  const at::Device device = app::parse_run_device(config.device, "bench codec");
+  const at::Device device = parse_run_device(config.device, "bench codec");
   std::unique_ptr<tbb::global_control> limit;
   if (config.threads > 0) {
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, config.threads);

@@ -1,6 +1,6 @@
 #include "actkit/bench/host_transfer_bench.h"
 
-#include "actkit/app/run_device.h"
+#include "actkit/measure/run_device.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -42,7 +42,7 @@ at::Tensor copy_to(const at::Tensor& t, at::Device device) {
 }  // namespace
 
 HostTransferReport run_host_transfer_bench(const HostTransferConfig& c) {
-  const at::Device device = app::parse_run_device(c.device, "bench host");
+  const at::Device device = parse_run_device(c.device, "bench host");
   if (c.chunk == 0 || c.bytes < c.chunk || c.repeats < 1) {
     throw InvalidInput("bench host: size and chunk must be positive, size >= chunk, repeats >= 1");
   }

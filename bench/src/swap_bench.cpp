@@ -12,7 +12,7 @@
 
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
-#include "actkit/app/process.h"
+#include "actkit/process/process.h"
 #include "actkit/swap/io_engine.h"
 
 namespace actkit::bench {
@@ -21,7 +21,7 @@ namespace {
 // Runs fio with `args` and returns what it printed; throws Error on failure.
 std::string run_fio(std::vector<std::string> args) {
   args.insert(args.begin(), "fio");
-  const app::ProcessResult r = app::run_process(args, app::ChildOutput::kCapture);
+  const ProcessResult r = run_process(args, ChildOutput::kCapture);
   if (!r.succeeded()) throw Error(c10::str("fio failed (status ", r.exit_status, "):\n", r.output));
   return r.output;
 }
@@ -75,7 +75,7 @@ SwapBenchReport run_swap_bench(const SwapBenchConfig& c) {
   for (uint64_t i = 0; i < bytes; i += 4096) std::memset(data.data() + i, int(i / 4096), 4096);
   const std::string ours = c.dir + "/actkit-swap-bench.dat";
   const std::string theirs = c.dir + "/actkit-swap-bench-fio.dat";
-  const bool fio = app::program_in_path("fio");
+  const bool fio = program_in_path("fio");
   if (fio) r.fio_version = run_fio({"--version"}).substr(0, 32);
   while (!r.fio_version.empty() && (r.fio_version.back() == '\n' || r.fio_version.back() == ' ')) r.fio_version.pop_back();
   Bandwidth best_fio;

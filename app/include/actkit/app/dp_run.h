@@ -13,7 +13,7 @@
 #include "actkit/app/model_defaults.h"
 #include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
-#include "actkit/app/training_data.h"
+#include "actkit/data/training_data.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/comm/link_spec.h"
 #include "actkit/core/level.h"

@@ -4,7 +4,7 @@
 // of the data only, so every replica sees the same examples every epoch.
 #pragma once
 
-#include "actkit/app/training_data.h"
+#include "actkit/data/training_data.h"
 #include "actkit/pipeline/batch_source.h"
 
 namespace actkit::app {

@@ -12,7 +12,7 @@
 
 #include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
-#include "actkit/app/training_data.h"
+#include "actkit/data/training_data.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/optim/data_parallel_optimizer.h"
 #include "actkit/optim/optimizer_choice.h"

@@ -8,7 +8,7 @@
 
 #include "actkit/app/lr_schedule.h"
 #include "actkit/app/model_defaults.h"
-#include "actkit/app/training_data.h"
+#include "actkit/data/training_data.h"
 #include "actkit/core/level.h"
 
 namespace actkit::app {
