@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "actkit/hf/hf_output.h"
-#include "actkit/app/lr_schedule.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/models/zoo.h"
@@ -86,40 +84,6 @@ inline void add_json_option(CLI::App* command, std::string* path) {
   command->add_option("--json", *path, "Also write the results as JSON to this file");
 }
 
-// --allow-non-finite, as every training command declares it.
-// --save-hf DIR and --save-hf-over-init, for the commands that train from a
-// Hugging Face folder (--init).
-inline void add_save_hf_options(CLI::App* command, std::string* folder, bool* over_init) {
-  command->add_option("--save-hf", *folder,
-                      "With --init a Hugging Face folder: write the trained model here as one (a new or empty "
-                      "folder, or one ACTkit wrote)");
-  command->add_flag("--save-hf-over-init", *over_init,
-                    "Let --save-hf be the --init folder itself: its weights are replaced by the trained ones");
-}
-// Before anything runs: `folder` may be written (check_hf_output:
-// new, empty, ACTkit's, or the --init folder with --save-hf-over-init), and
-// is made if missing. Throws InvalidInput or IoError naming it.
-inline void check_save_hf(const std::string& folder, const std::string& init, bool over_init,
-                          const std::string& command) {
-  check_hf_output(folder, init, over_init, command + ": --save-hf");
-  files::check_writable_folder(folder);
-}
-
-// --lr-schedule and --lr-warmup-steps, as every training command declares
-// them (the peak is each command's --lr); `plan` holds the command's defaults.
-inline void add_lr_options(CLI::App* command, app::LrPlan* plan) {
-  command
-      ->add_option_function<std::string>(
-          "--lr-schedule", [plan](const std::string& name) { plan->schedule = app::parse_lr_schedule(name); },
-          "After the warm-up: cosine (decay to 0) or constant")
-      ->check(CLI::IsMember(app::lr_schedule_names()))
-      ->default_str(app::to_string(plan->schedule));
-  command->add_option("--lr-warmup-steps", plan->warmup_steps,
-                      "Steps over which the learning rate rises linearly to --lr (fewer than the run's steps)")
-      ->check(CLI::Range(int64_t(0), app::kMaxLrWarmupSteps))
-      ->capture_default_str();
-}
-
 // --onebit-backoff, as dp and pipeline --dp declare it
 // (optim::ExchangeOptions::backoff_factor).
 inline void add_onebit_backoff_option(CLI::App* command, double* factor) {
@@ -136,10 +100,6 @@ inline void add_onebit_backoff_option(CLI::App* command, double* factor) {
           },
           "0|NUMBER>1", "back-off factor"))
       ->capture_default_str();
-}
-
-inline void add_allow_non_finite_flag(CLI::App* command, bool* allow) {
-  command->add_flag("--allow-non-finite", *allow, "Train on past a NaN or infinite loss (default: stop, naming the step)");
 }
 
 // Writes `j` (pretty-printed) to `path`, whole or not at all; throws

@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "rank_launcher.h"
+#include "run_flags.h"
 
 namespace actkit::cli {
 namespace {
@@ -26,28 +27,20 @@ namespace {
 struct DpFlags {
   app::DpRunConfig run;
   int workers = 2;
-  std::string optimizer = "onebit-adam", level = "L0", link = "process", data = "fashion-mnist";
+  std::string optimizer = "onebit-adam", link = "process";
   std::string bandwidth = "unlimited", latency = "0";
   RankFlags rank;
   std::string json_path;
   std::string trace_path;
-  bool data_given = false;
 };
 
 void finish_config(DpFlags& f) {
   app::DpRunConfig& r = f.run;
-  if (!r.init.empty()) {
-    // A Hugging Face folder names its model; its text is the fortunes unless --data says otherwise.
-    const HfModelInfo info = read_hf_config(r.init);
-    r.model = info.zoo_name;
-    if (!f.data_given && app::is_language_model(r.model)) f.data = "fortunes";
-  }
+  finish_run_spec(r.run, "dp");
   const double backoff = r.optimizer.backoff_factor;  // the flag's, before the name sets the rest
   r.optimizer = optim::parse_optimizer_choice(f.optimizer);
   r.optimizer.backoff_factor = backoff;
-  r.level = parse_level(f.level);
   r.link = parse_link_mode(f.link);
-  r.data.set = parse_data_set(f.data);
   r.egress = {parse_bandwidth(f.bandwidth), parse_latency(f.latency)};
   r.group.backend = f.rank.backend;
   r.validate();
@@ -55,12 +48,12 @@ void finish_config(DpFlags& f) {
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
   if (!f.trace_path.empty()) files::check_writable_file(f.trace_path);
   r.trace_updates = !f.trace_path.empty();
-  if (!r.resume.empty()) files::FolderLock::check_free(r.resume);
-  if (!r.save.empty()) {
-    app::check_checkpoint_folder(r.save, "dp: --save");
-    files::check_writable_folder(r.save);
+  const app::CheckpointSpec& ckpt = r.run.checkpoint;
+  if (!ckpt.resume.empty()) files::FolderLock::check_free(ckpt.resume);
+  if (!ckpt.save.empty()) {
+    app::check_checkpoint_folder(ckpt.save, "dp: --save");
+    files::check_writable_folder(ckpt.save);
   }
-  if (!r.save_hf.empty()) check_save_hf(r.save_hf, r.init, r.save_hf_over_init, "dp");
 }
 
 void print_results(const DpFlags& f, const app::DpRunResult& r) {
@@ -100,9 +93,10 @@ void run_rank(DpFlags& f) {
                                                               c.accumulate, int64_t(s.workers) * c.batch * c.accumulate);
     fmt::print("{} workers × {} of {} on {} ({} examples), {} over {}, warm-up {} of {} steps, level {}, "
                "link {} {}\n",
-               s.workers, batch, c.model, describe_data(c.data.set, c.data.path), s.train_examples,
+               s.workers, batch, c.run.model.describe(), describe_data(app::data_set(c.run), c.run.data.path),
+               s.train_examples,
                optim::to_string(c.optimizer.algorithm), optim::to_string(c.optimizer.exchange), s.warmup_steps,
-               s.steps, c.level.spec, to_string(c.link), format_bandwidth(c.egress.bits_per_second));
+               s.steps, c.run.level.spec, to_string(c.link), format_bandwidth(c.egress.bits_per_second));
     std::fflush(stdout);
   };
   callbacks.on_step = [&](const app::StepProgress& p) {
@@ -130,7 +124,7 @@ void add_dp_command(CLI::App& app) {
   auto f = std::make_shared<DpFlags>();
   app::DpRunConfig& r = f->run;
   auto* p = app.add_subcommand("dp", "Data-parallel training with Adam / LAMB, in fp32, fp16 or 1-bit after a warm-up");
-  p->add_option("--model", r.model, "Zoo model")->capture_default_str();
+  add_run_flags(p, &r.run, app::RunCommand::kDp);
   p->add_option("--workers", f->workers, "Data-parallel workers (one process each)")->check(kPositiveNumber)
       ->capture_default_str();
   p->add_option("--optimizer", f->optimizer, "adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
@@ -143,46 +137,15 @@ void add_dp_command(CLI::App& app) {
   p->add_option("--latency", f->latency, "One-way link latency, e.g. 10ms")->capture_default_str();
   p->add_option("--link", f->link, "process (paced here) or kernel (tc in network namespaces; root)")
       ->capture_default_str();
-  p->add_option("--level", f->level, "Activation-compression level inside each worker")->capture_default_str();
-  p->add_option("--init", r.init,
-                "A Hugging Face folder of a language model: its model, weights and tokenizer (--model unused)");
-  p->add_option("--data", f->data, "fashion-mnist or synthetic (classifiers); fortunes or synthetic (gpt2)")
-      ->each([f](const std::string&) { f->data_given = true; })
-      ->capture_default_str();
-  p->add_option("--data-path", r.data.path, "Directory (or text file) of the data (default: the package's)");
-  p->add_option("--train-limit", r.data.train_limit, "Keep the first N training examples (0 = all)")
-      ->check(kNonNegativeNumber)
-      ->capture_default_str();
-  p->add_option("--validation-limit", r.data.validation_limit,
-                "Evaluate on the first N test (or validation) examples (0 = all)")
-      ->check(kNonNegativeNumber)
-      ->capture_default_str();
-  p->add_option("--epochs", r.epochs, "Epochs over the training examples")->check(kPositiveNumber)
-      ->capture_default_str();
-  p->add_option("--steps", r.steps, "Training steps (instead of --epochs)")->check(kPositiveNumber);
   p->add_option("--batch", r.batch, "Examples per worker and micro-batch")->check(kPositiveNumber)->capture_default_str();
   p->add_option("--accumulate", r.accumulate,
                 "Micro-batches per worker and step (gradient accumulation): a global batch of workers × batch × N")
       ->check(CLI::Range(int64_t(1), app::kMaxAccumulate))
       ->capture_default_str();
-  p->add_option("--seq-len", r.shape.seq_len, "Language models: tokens per example")->check(kPositiveNumber)
-      ->capture_default_str();
-  p->add_option("--layers", r.shape.layers, "Language models: transformer blocks")->check(kPositiveNumber)
-      ->capture_default_str();
-  p->add_option("--hidden", r.shape.hidden, "Language models: hidden size")->check(kPositiveNumber)->capture_default_str();
-  p->add_option("--heads", r.shape.heads, "Language models: attention heads")->check(kPositiveNumber)->capture_default_str();
-  p->add_option("--seed", r.seed, "Seed for weights and data order")->capture_default_str();
-  p->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
-  add_lr_options(p, &r.lr_plan);
-  p->add_option("--weight-decay", r.weight_decay, "Weight decay")->capture_default_str();
-  p->add_option("--save", r.save, "Directory for the model and every rank's optimizer state at the end");
-  add_save_hf_options(p, &r.save_hf, &r.save_hf_over_init);
-  p->add_option("--resume", r.resume, "Continue the run a --save directory holds (same workers and settings)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
   p->add_option("--optimizer-trace", f->trace_path,
                 "Write every step's c, r and |dx|/|x| of each parameter tensor here (JSON; rank 0's)");
-  add_allow_non_finite_flag(p, &r.allow_non_finite);
   set_rank_callback(p, [f] { finish_config(*f); }, [f] { run_rank(*f); }, [f] { launch(*f); });
 }
 

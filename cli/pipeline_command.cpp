@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "rank_launcher.h"
+#include "run_flags.h"
 
 namespace actkit::cli {
 namespace {
@@ -30,13 +31,11 @@ namespace {
 // The flags, as given; turned into an app::PipelineRunConfig once.
 struct PipelineFlags {
   app::PipelineRunConfig run;
-  app::LanguageModelShape shape;
-  int64_t vocab = 256;
-  std::string schedule = "1f1b", level = "L0", balance = "params", link = "process";
+  std::string schedule = "1f1b", balance = "params", link = "process";
   pipeline::BoundaryChoice boundary;  // --codec, --fw-bits, --bw-bits, --stochastic, --tah-*
   std::string grid = "symmetric", scale = "tensor", bw_scale = "tensor", tied = "codec";
   std::string bandwidth = "unlimited", latency = "0";
-  std::string data = "fortunes", optimizer = "adamw";
+  std::string optimizer = "adamw";
   std::string buffer_memory = "unlimited", buffer_format = "fp16";
   RankFlags rank;
   std::string json_path;
@@ -52,24 +51,10 @@ bool parse_scale(const std::string& name, const char* flag) {
 void finish_config(PipelineFlags& f) {
   app::PipelineRunConfig& r = f.run;
   pipeline::PipelineConfig& c = r.pipeline;
-  c.model_options = app::language_model_options(f.shape);
-  c.model_options.vocab_size = f.vocab;
-  c.seq_len = f.shape.seq_len;
   // A run resumed from a start of a Hugging Face folder: that folder again.
-  app::resolve_pipeline_origin(r);
-  if (!r.init.empty() && is_hf_folder(r.init)) {
-    // A Hugging Face folder names its model and shape (its tokenizer makes the tokens).
-    const HfModelInfo info = read_hf_config(r.init);
-    if (!app::is_language_model(info.zoo_name)) {
-      throw InvalidInput(fmt::format("pipeline: --init {}: {} is not a language model", r.init, info.architecture));
-    }
-    if (c.seq_len > info.options.max_positions) {
-      throw InvalidInput(fmt::format("pipeline: --seq-len {} is longer than {}'s {} positions", c.seq_len, r.init,
-                                     info.options.max_positions));
-    }
-    c.model = info.zoo_name;
-    c.model_options = info.options;
-  }
+  // A folder names its model and shape (its tokenizer makes the tokens).
+  app::resolve_pipeline_model(r);
+  finish_run_spec(r.run, "pipeline");
   c.schedule = pipeline::parse_schedule(f.schedule);
   f.boundary.grid = pipeline::parse_directq_grid(f.grid);
   f.boundary.fw_per_channel = parse_scale(f.scale, "--scale");
@@ -80,7 +65,6 @@ void finish_config(PipelineFlags& f) {
   c.tied_gradient = pipeline::parse_tied_gradient(f.tied);
   c.buffers.format = pipeline::parse_buffer_format(f.buffer_format);
   c.buffers.memory_budget = f.buffer_memory == "unlimited" ? -1 : parse_byte_size(f.buffer_memory);
-  c.level = parse_level(f.level);
   c.balance = pipeline::parse_balance(f.balance);
   c.link_mode = parse_link_mode(f.link);
   const size_t links = size_t(std::max(c.stages - 1, 0));
@@ -95,7 +79,6 @@ void finish_config(PipelineFlags& f) {
     c.backward_links.push_back({rate, delays[i]});
   }
   r.first_link_bps = rates.front();
-  r.data.set = parse_data_set(f.data);
   if (c.replicas > 1) {
     const double backoff = r.replica_optimizer.backoff_factor;  // the flag's, before the name sets the rest
     r.replica_optimizer = optim::parse_optimizer_choice(f.optimizer);
@@ -110,16 +93,16 @@ void finish_config(PipelineFlags& f) {
   r.validate();
   // Before the run spends its time (and before any rank starts).
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
-  if (!r.resume.empty()) files::FolderLock::check_free(r.resume);
-  if (!r.save.empty()) {
-    app::check_checkpoint_folder(r.save, "pipeline: --save");
-    files::check_writable_folder(r.save);
+  const app::CheckpointSpec& ckpt = r.run.checkpoint;
+  if (!ckpt.resume.empty()) files::FolderLock::check_free(ckpt.resume);
+  if (!ckpt.save.empty()) {
+    app::check_checkpoint_folder(ckpt.save, "pipeline: --save");
+    files::check_writable_folder(ckpt.save);
   }
-  if (!r.save_hf.empty()) check_save_hf(r.save_hf, r.init, r.save_hf_over_init, "pipeline");
 }
 
 void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
-  const pipeline::PipelineConfig& c = f.run.pipeline;
+  const pipeline::PipelineConfig c = app::stage_config(f.run);
   fmt::print("link         direction   bytes sent      fp32 bytes    ratio   wait (s)   of the run\n");
   for (const auto& l : r.links) {
     fmt::print("{} -> {}       {:9}  {:>12}  {:>14}  {:6.2f}x  {:8.2f}  {:8.1f}%\n", l.from, l.to,
@@ -158,11 +141,11 @@ void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {
 // One rank: the run, with the banner and progress on rank 0.
 void run_rank(PipelineFlags& f) {
   f.run.group = rank_group(f.rank);
-  const pipeline::PipelineConfig& c = f.run.pipeline;
+  const pipeline::PipelineConfig c = app::stage_config(f.run);
   ProgressDisplay progress(true);
   app::PipelineCallbacks callbacks;
   callbacks.on_start = [&](const app::PipelineStart& s) {
-    if (!s.controller_state_restored) print_no_controller_state(fmt::format("stage {}", s.stage), f.run.init);
+    if (!s.controller_state_restored) print_no_controller_state(fmt::format("stage {}", s.stage), f.run.run.model.init);
     if (s.stage != 0 || s.replica != 0) return;
     // Which pieces (0 = the embeddings, 1..L = the blocks, L + 1 = the head) each stage runs.
     std::string split;
@@ -218,14 +201,7 @@ void add_pipeline_command(CLI::App& app) {
   app::PipelineRunConfig& r = f->run;
   pipeline::PipelineConfig& c = r.pipeline;
   auto* p = app.add_subcommand("pipeline", "Pipeline-parallel training with compressed stage boundaries");
-  p->add_option("--model", c.model, "Zoo language model")->capture_default_str();
-  p->add_option("--layers", f->shape.layers, "Transformer blocks")->check(kPositiveNumber)->capture_default_str();
-  p->add_option("--hidden", f->shape.hidden, "Hidden size")->check(kPositiveNumber)->capture_default_str();
-  p->add_option("--heads", f->shape.heads, "Attention heads")->check(kPositiveNumber)->capture_default_str();
-  p->add_option("--vocab", f->vocab, "Vocabulary (256: bytes)")->check(CLI::Range(2, 1 << 24))->capture_default_str();
-  p->add_option("--dropout", f->shape.dropout, "Dropout")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  p->add_option("--seq-len", f->shape.seq_len, "Tokens per example")->check(kPositiveNumber)
-      ->capture_default_str();
+  add_run_flags(p, &r.run, app::RunCommand::kPipeline);
   p->add_option("--stages", c.stages, "Pipeline stages (one process each)")->check(kPositiveNumber)
       ->capture_default_str();
   p->add_option("--micro-batches", c.micro_batches, "Micro-batches per step")
@@ -282,19 +258,10 @@ void add_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--link", f->link, "process (paced here) or kernel (tc in a network namespace; root)")
       ->capture_default_str();
-  p->add_option("--level", f->level, "Activation-compression level inside each stage")->capture_default_str();
   p->add_option("--balance", f->balance, "Stage split: params or time")->capture_default_str();
-  p->add_option("--data", f->data, "fortunes or synthetic")->capture_default_str();
-  p->add_option("--data-path", r.data.path, "Text file or directory for --data fortunes (default: the package's)");
-  p->add_option("--train-limit", r.data.train_limit, "Keep the first N training examples (0 = all)")
-      ->check(kNonNegativeNumber)
-      ->capture_default_str();
   p->add_option("--validation-batches", r.validation_batches, "Micro-batches of validation at the end")
       ->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--steps", r.steps, "Training steps")->check(kNonNegativeNumber);
-  p->add_option("--epochs", r.epochs, "Epochs over the training examples (instead of --steps)")
-      ->check(kNonNegativeNumber);
   p->add_option("--optimizer", f->optimizer,
                 "adamw or sgd; with --dp: adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
       ->capture_default_str();
@@ -307,23 +274,10 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--dp-warmup-fraction", r.replica_warmup_fraction,
                 "--dp with a 1-bit optimizer: the warm-up as a fraction of the run (without --dp-warmup-steps)")
       ->capture_default_str();
-  p->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
-  add_lr_options(p, &r.lr_plan);
-  p->add_option("--weight-decay", c.weight_decay, "Weight decay")->capture_default_str();
-  p->add_option("--seed", c.seed, "Seed for weights, data order and rounding")->capture_default_str();
-  p->add_option("--init", r.init,
-                "Checkpoint to start from (a file, a directory --save wrote, or a Hugging Face folder: its model, "
-                "weights and tokenizer)");
-  p->add_option("--save", r.save, "Directory for each stage's checkpoint at the end (parameters, optimizer, buffers)");
-  add_save_hf_options(p, &r.save_hf, &r.save_hf_over_init);  // with --save: read back from the checkpoint
   p->add_option("--save-every", r.save_every, "Also checkpoint to --save every N steps")
       ->check(kNonNegativeNumber);
-  p->add_option("--resume", r.resume,
-                "Continue the run a --save directory holds (same stages and settings; a run started from a Hugging "
-                "Face folder finds it again, or takes it from --init)");
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
-  add_allow_non_finite_flag(p, &r.allow_non_finite);
   set_rank_callback(p, [f] { finish_config(*f); }, [f] { run_rank(*f); }, [f] { launch(*f); });
 }
 

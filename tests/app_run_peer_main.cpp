@@ -30,22 +30,22 @@ app::DpRunConfig dp_config(const std::string& mode, const std::string& out) {
   app::DpRunConfig c;
   c.optimizer = optim::parse_optimizer_choice("adam");
   c.group = GroupConfig::from_env();
-  c.steps = 2;
+  c.run.steps = 2;
   if (mode == "dp-text") {
-    c.model = "gpt2";
-    c.shape = {1, 32, 2, 16, 0.0};
-    c.data.set = DataSet::kSynthetic;
-    c.data.train_limit = 64;
+    c.run.model.zoo = "gpt2";
+    c.run.model.shape = {1, 32, 2, 16, 0.0};
+    c.run.data.set = DataSet::kSynthetic;
+    c.run.data.train_limit = 64;
     c.batch = 4;
   } else {
-    c.model = "resnet18";
-    c.data.set = DataSet::kSynthetic;
-    c.data.train_limit = 64;
+    c.run.model.zoo = "resnet18";
+    c.run.data.set = DataSet::kSynthetic;
+    c.run.data.train_limit = 64;
     // Two evaluation batches (500 and 100), one per rank: rank 1 scores its
     // own with rank 0's running statistics.
-    c.data.validation_limit = 600;
+    c.run.data.validation_limit = 600;
     c.batch = 8;
-    c.save = out + ".ckpt";
+    c.run.checkpoint.save = out + ".ckpt";
   }
   return c;
 }
@@ -53,28 +53,25 @@ app::DpRunConfig dp_config(const std::string& mode, const std::string& out) {
 app::PipelineRunConfig pipeline_config() {
   app::PipelineRunConfig c;
   pipeline::PipelineConfig& p = c.pipeline;
-  p.model_options = app::language_model_options({1, 32, 2, 16, 0.0});
-  p.seq_len = 16;
+  c.run.model.shape = {1, 32, 2, 16, 0.0};
   p.stages = 1;
   c.group = GroupConfig::from_env();
   p.replicas = c.group.world_size;
   p.micro_batches = 2;
   p.micro_batch_size = 2;
   c.replica_optimizer = optim::parse_optimizer_choice("adam");
-  c.data.set = DataSet::kSynthetic;
-  c.data.train_limit = 32;
+  c.run.data.set = DataSet::kSynthetic;
+  c.run.data.train_limit = 32;
   c.validation_batches = 16;
-  c.steps = 2;
+  c.run.steps = 2;
   return c;
 }
 
 // The DP evaluation of `c`'s saved model in this process alone.
 double evaluation_of_saved(const app::DpRunConfig& c) {
-  auto model = make_model(c.model, app::training_model_options(c.model, c.shape));
-  load_state_dict(*model, c.save + "/model.pt");
-  DataOptions d = c.data;
-  d.seed = c.seed;
-  return app::evaluate(*model, *TrainingData::open(d), c.batch, at::kCPU);
+  auto model = make_model(c.run.model.zoo, app::training_model_options(c.run.model.zoo, c.run.model.shape));
+  load_state_dict(*model, c.run.checkpoint.save + "/model.pt");
+  return app::evaluate(*model, *TrainingData::open(app::data_options(c.run)), c.batch, at::kCPU);
 }
 
 }  // namespace

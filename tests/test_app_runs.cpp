@@ -44,13 +44,13 @@ GroupConfig one_rank() {
 
 app::DpRunConfig small_dp() {
   app::DpRunConfig c;
-  c.model = "gpt2";
-  c.shape = {1, 32, 2, 16, 0.0};
-  c.data.set = DataSet::kSynthetic;
-  c.data.train_limit = 64;
+  c.run.model.zoo = "gpt2";
+  c.run.model.shape = {1, 32, 2, 16, 0.0};
+  c.run.data.set = DataSet::kSynthetic;
+  c.run.data.train_limit = 64;
   c.optimizer = optim::parse_optimizer_choice("adam");
   c.batch = 4;
-  c.steps = 4;
+  c.run.steps = 4;
   c.group = one_rank();
   return c;
 }
@@ -58,15 +58,14 @@ app::DpRunConfig small_dp() {
 app::PipelineRunConfig small_pipeline() {
   app::PipelineRunConfig c;
   pipeline::PipelineConfig& p = c.pipeline;
-  p.model_options = app::language_model_options({1, 32, 2, 16, 0.0});
-  p.seq_len = 16;
+  c.run.model.shape = {1, 32, 2, 16, 0.0};
   p.stages = 1;
   p.micro_batches = 2;
   p.micro_batch_size = 2;
-  c.data.set = DataSet::kSynthetic;
-  c.data.train_limit = 32;
+  c.run.data.set = DataSet::kSynthetic;
+  c.run.data.train_limit = 32;
   c.validation_batches = 2;
-  c.steps = 4;
+  c.run.steps = 4;
   c.group = one_rank();
   return c;
 }
@@ -115,7 +114,7 @@ TEST(TrainStep, MicroBatchesAccumulateTheBatchsMeanGradient) {
 TEST(DpRun, AccumulatedMicroBatchesTrainAsOneBatch) {
   app::DpRunConfig whole = small_dp();
   whole.batch = 8;
-  whole.steps = 5;
+  whole.run.steps = 5;
   const app::DpRunResult a = app::run_dp_worker(whole, {});
   for (int64_t k : {2, 4}) {
     app::DpRunConfig split = whole;
@@ -157,12 +156,9 @@ TEST(DpRun, FirstLossIsTheSeededModelOnTheFirstBatch) {
   ASSERT_EQ(r.train_losses.size(), 4u);
   EXPECT_EQ(steps_seen, (std::vector<int64_t>{1, 2, 3, 4}));
 
-  at::manual_seed(int64_t(c.seed));
-  auto model = make_model(c.model, app::language_model_options(c.shape));
-  DataOptions d = c.data;
-  d.text = true;
-  d.seq_len = c.shape.seq_len;
-  d.seed = c.seed;
+  at::manual_seed(int64_t(c.run.seed));
+  auto model = make_model(c.run.model.zoo, app::language_model_options(c.run.model.shape));
+  const DataOptions d = app::data_options(c.run);
   const Batch b = TrainingData::open(d)->train_batch(0, c.batch);
   const at::Tensor out = model->forward(b.inputs);
   const double loss = fused_cross_entropy(out.reshape({-1, out.size(-1)}), b.labels.reshape({-1})).item<double>();
@@ -179,15 +175,15 @@ TEST(DpRun, ResumesBitForBit) {
   app::DpRunConfig straight = small_dp();
   const app::DpRunResult whole = app::run_dp_worker(straight);
   app::DpRunConfig first = small_dp();
-  first.steps = 2;
-  first.lr_plan.schedule = app::LrSchedule::kConstant;
-  straight.lr_plan.schedule = app::LrSchedule::kConstant;
+  first.run.steps = 2;
+  first.run.lr_plan.schedule = app::LrSchedule::kConstant;
+  straight.run.lr_plan.schedule = app::LrSchedule::kConstant;
   straight.group = one_rank();
   const app::DpRunResult reference = app::run_dp_worker(straight);
-  first.save = fresh_dir("dp");
+  first.run.checkpoint.save = fresh_dir("dp");
   app::run_dp_worker(first);
   app::DpRunConfig rest = straight;
-  rest.resume = first.save;
+  rest.run.checkpoint.resume = first.run.checkpoint.save;
   rest.group = one_rank();
   const app::DpRunResult resumed = app::run_dp_worker(rest);
   EXPECT_EQ(resumed.start.first_step, 2);
@@ -210,15 +206,15 @@ TEST(DpRun, ResumesBitForBit) {
   }
   rest.group = one_rank();
   EXPECT_EQ(app::run_dp_worker(rest).train_losses[1], reference.train_losses[3]);
-  files::remove_all(first.save);
+  files::remove_all(first.run.checkpoint.save);
 }
 
 TEST(DpRun, RefusesBadSettingsBeforeFormingTheGroup) {
   app::DpRunConfig c = small_dp();
-  c.data.set = DataSet::kFashionMnist;  // images, for a language model
+  c.run.data.set = DataSet::kFashionMnist;  // images, for a language model
   EXPECT_THROW(app::run_dp_worker(c), InvalidInput);
   c = small_dp();
-  c.lr = 0;
+  c.run.lr = 0.0;
   EXPECT_THROW(app::run_dp_worker(c), InvalidInput);
   c = small_dp();
   c.warmup_fraction = 2;
@@ -257,11 +253,11 @@ TEST(PipelineRun, OneStageTrainsValidatesAndReports) {
 TEST(PipelineRun, ResumesBitForBit) {
   const app::PipelineRunResult straight = app::run_pipeline_rank(small_pipeline());
   app::PipelineRunConfig first = small_pipeline();
-  first.steps = 2;
-  first.save = fresh_dir("pipeline");
+  first.run.steps = 2;
+  first.run.checkpoint.save = fresh_dir("pipeline");
   app::run_pipeline_rank(first);
   app::PipelineRunConfig rest = small_pipeline();
-  rest.resume = first.save;
+  rest.run.checkpoint.resume = first.run.checkpoint.save;
   const app::PipelineRunResult resumed = app::run_pipeline_rank(rest);
   EXPECT_EQ(resumed.start.first_step, 2);
   ASSERT_EQ(resumed.losses.size(), 2u);
@@ -270,10 +266,10 @@ TEST(PipelineRun, ResumesBitForBit) {
   EXPECT_EQ(resumed.val_loss, straight.val_loss);
   // The save went to its step's folder and was committed; the older
   // folders are gone.
-  EXPECT_EQ(app::committed_folder(first.save), first.save + "/step-2");
+  EXPECT_EQ(app::committed_folder(first.run.checkpoint.save), first.run.checkpoint.save + "/step-2");
   // One flipped byte in either file of the checkpoint is refused, naming it.
   for (const std::string name : {"optimizer-stage0of1.pt", "stage0of1.pt"}) {
-    const std::string file = first.save + "/step-2/" + name;
+    const std::string file = first.run.checkpoint.save + "/step-2/" + name;
     std::string bytes;
     {
       std::ifstream in(file, std::ios::binary);
@@ -283,7 +279,7 @@ TEST(PipelineRun, ResumesBitForBit) {
     damaged[damaged.size() / 3] ^= 0x01;
     std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
     app::PipelineRunConfig again = small_pipeline();
-    again.resume = first.save;
+    again.run.checkpoint.resume = first.run.checkpoint.save;
     try {
       app::run_pipeline_rank(again);
       ADD_FAILURE() << "a damaged " << name << " was resumed from";
@@ -294,10 +290,10 @@ TEST(PipelineRun, ResumesBitForBit) {
   }
   // Nothing left to do is refused.
   app::PipelineRunConfig done = small_pipeline();
-  done.resume = first.save;
-  done.steps = 2;
+  done.run.checkpoint.resume = first.run.checkpoint.save;
+  done.run.steps = 2;
   EXPECT_THROW(app::run_pipeline_rank(done), InvalidInput);
-  files::remove_all(first.save);
+  files::remove_all(first.run.checkpoint.save);
 }
 
 // A pipeline started from a Hugging Face folder resumes from its --save
@@ -320,21 +316,19 @@ TEST(PipelineRun, ResumesARunStartedFromAHuggingFaceFolder) {
   files::copy_file(std::string(ACTKIT_TOKENIZER_FIXTURES) + "/gpt2/tokenizer.json", hf + "/tokenizer.json");
   auto from_folder = [&] {
     app::PipelineRunConfig c = small_pipeline();
-    c.pipeline.model = info.zoo_name;
-    c.pipeline.model_options = info.options;
-    c.init = hf;
+    c.run.model.init = hf;  // its model and shape
     return c;
   };
   const app::PipelineRunResult straight = app::run_pipeline_rank(from_folder());
   app::PipelineRunConfig first = from_folder();
-  first.steps = 2;
-  first.save = dir + "/ckpt";
+  first.run.steps = 2;
+  first.run.checkpoint.save = dir + "/ckpt";
   app::run_pipeline_rank(first);
   app::PipelineRunConfig rest = from_folder();
-  rest.init.clear();
-  rest.resume = first.save;
-  app::resolve_pipeline_origin(rest);
-  EXPECT_EQ(rest.init.substr(rest.init.size() - 6), "/model");
+  rest.run.model.init.clear();
+  rest.run.checkpoint.resume = first.run.checkpoint.save;
+  app::resolve_pipeline_model(rest);
+  EXPECT_EQ(rest.run.model.init.substr(rest.run.model.init.size() - 6), "/model");
   const app::PipelineRunResult resumed = app::run_pipeline_rank(rest);
   ASSERT_EQ(resumed.losses.size(), 2u);
   EXPECT_EQ(resumed.losses[0], straight.losses[2]);
@@ -346,29 +340,29 @@ TEST(PipelineRun, ResumesARunStartedFromAHuggingFaceFolder) {
   changed.replace(changed.find("\"n_layer\": 1"), 12, "\"n_layer\": 2");
   files::write_file_atomic(other + "/config.json", changed.data(), changed.size());
   app::PipelineRunConfig wrong = from_folder();
-  wrong.init = other;
-  wrong.resume = first.save;
-  EXPECT_THROW(app::resolve_pipeline_origin(wrong), InvalidInput);
+  wrong.run.model.init = other;
+  wrong.run.checkpoint.resume = first.run.checkpoint.save;
+  EXPECT_THROW(app::resolve_pipeline_model(wrong), InvalidInput);
   // The recorded folder gone: refused, naming it.
   files::rename(hf, dir + "/moved");
   app::PipelineRunConfig gone = from_folder();
-  gone.init.clear();
-  gone.resume = first.save;
+  gone.run.model.init.clear();
+  gone.run.checkpoint.resume = first.run.checkpoint.save;
   try {
-    app::resolve_pipeline_origin(gone);
+    app::resolve_pipeline_model(gone);
     ADD_FAILURE() << "resumed without its model's folder";
   } catch (const InvalidInput& e) {
     EXPECT_NE(std::string(e.what()).find("/model"), std::string::npos) << e.what();
   }
   // A checkpoint that did not start from a folder refuses one.
   app::PipelineRunConfig plain = small_pipeline();
-  plain.steps = 1;
-  plain.save = dir + "/plain";
+  plain.run.steps = 1;
+  plain.run.checkpoint.save = dir + "/plain";
   app::run_pipeline_rank(plain);
   app::PipelineRunConfig mixed = small_pipeline();
-  mixed.init = dir + "/moved";
-  mixed.resume = plain.save;
-  EXPECT_THROW(app::resolve_pipeline_origin(mixed), InvalidInput);
+  mixed.run.model.init = dir + "/moved";
+  mixed.run.checkpoint.resume = plain.run.checkpoint.save;
+  EXPECT_THROW(app::resolve_pipeline_model(mixed), InvalidInput);
   files::remove_all(dir);
 }
 
@@ -411,8 +405,8 @@ TEST(RunProgress, ANonFiniteLossStopsTheRun) {
   EXPECT_NO_THROW(app::check_finite_loss(std::nan(""), 1, 0, true));
   // In a run: a learning rate that blows the weights up ends it with an error.
   app::DpRunConfig c = small_dp();
-  c.lr = 1e30;
-  c.steps = 8;
+  c.run.lr = 1e30;
+  c.run.steps = 8;
   EXPECT_THROW(app::run_dp_worker(c), Error);
 }
 
@@ -436,16 +430,17 @@ TEST(LrSchedule, WarmsUpLinearlyThenRunsTheScheduleOverTheRest) {
 
 TEST(PipelineRun, RefusesBadSettings) {
   app::PipelineRunConfig c = small_pipeline();
-  c.epochs = 1;  // and steps
+  c.run.epochs = 0;  // a run of no length (--steps, when given, counts instead)
+  c.run.steps = 0;
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
   c.save_every = 1;  // without save
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
-  c.pipeline.model = "resnet18";
+  c.run.model.zoo = "resnet18";
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
-  c.data.set = DataSet::kFashionMnist;
+  c.run.data.set = DataSet::kFashionMnist;
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
   c.pipeline.stages = 4;  // 1 block: 3 pieces
@@ -459,10 +454,10 @@ TEST(PipelineRun, RefusesBadSettings) {
   c.pipeline.micro_batches = pipeline::kMaxMicroBatches + 1;
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
-  c.data.set = DataSet::kFortunes;
-  c.pipeline.model_options.vocab_size = 10;
+  c.run.data.set = DataSet::kFortunes;
+  c.run.model.shape.vocab = 10;
   EXPECT_THROW(c.validate(), InvalidInput);
-  c.pipeline.model_options.vocab_size = 256;
+  c.run.model.shape.vocab = 256;
   EXPECT_NO_THROW(c.validate());
 }
 

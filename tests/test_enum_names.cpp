@@ -32,6 +32,7 @@ TEST(EnumNames, EveryValueRoundTrips) {
   for (const auto v : {DataSet::kFashionMnist, DataSet::kFortunes, DataSet::kSynthetic}) {
     EXPECT_EQ(parse_data_set(to_string(v)), v);
   }
+  EXPECT_EQ(data_set_names(), (std::vector<std::string>{"fashion-mnist", "fortunes", "synthetic"}));
   for (const Schedule v : {Schedule::kGPipe, Schedule::k1F1B}) EXPECT_EQ(parse_schedule(to_string(v)), v);
   for (const StageOptimizer v : {StageOptimizer::kAdamW, StageOptimizer::kSgd}) {
     EXPECT_EQ(parse_stage_optimizer(to_string(v)), v);

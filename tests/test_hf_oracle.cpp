@@ -223,31 +223,31 @@ TEST_F(HfNewcomer, FineTunesAtL3GeneratesAndTransformersLoadsTheResult) {
   const std::string corpus = work.path() + "/text.txt";
   files::write_file_atomic(corpus, text.data(), text.size());
   app::TrainConfig t;
-  t.init = folder("qwen2-tokenized");
-  t.level = level_preset("L3");
-  t.data_dir = corpus;
-  t.shape.seq_len = 32;
+  t.run.model.init = folder("qwen2-tokenized");
+  t.run.level = level_preset("L3");
+  t.run.data.path = corpus;
+  t.run.model.shape.seq_len = 32;
   t.batch = 4;
-  t.train_limit = 32;
-  t.lr = 3e-3;
-  t.save_hf = work.path() + "/tuned";
+  t.run.data.train_limit = 32;
+  t.run.lr = 3e-3;
+  t.run.checkpoint.save_hf = work.path() + "/tuned";
   const app::TrainResult trained = app::run_training(t, nullptr);
   EXPECT_EQ(trained.steps, 8);
   EXPECT_TRUE(std::isfinite(trained.final_validation_loss));
 
   app::GenerateConfig g;
-  g.init = t.save_hf;
+  g.init = t.run.checkpoint.save_hf;
   g.prompt = "A computer lets you";
   g.max_new_tokens = 6;
   const app::GenerateResult r = app::generate(g, nullptr);
   ASSERT_FALSE(r.prompt_tokens.empty());
   EXPECT_FALSE(r.tokens.empty());
-  ASSERT_EQ(int64_t(r.last_logits.size()), read_hf_config(t.save_hf).options.vocab_size);
+  ASSERT_EQ(int64_t(r.last_logits.size()), read_hf_config(t.run.checkpoint.save_hf).options.vocab_size);
 
   const std::string input = work.path() + "/prompt.safetensors", theirs = work.path() + "/theirs.safetensors";
   write_safetensors(input, {{"input", at::tensor(r.prompt_tokens, at::kLong).unsqueeze(0)}});
   const ProcessResult check = run_process(
-      {python(), ACTKIT_HF_SCRIPT, "check", "--folder", t.save_hf, "--input", input, "--out", theirs},
+      {python(), ACTKIT_HF_SCRIPT, "check", "--folder", t.run.checkpoint.save_hf, "--input", input, "--out", theirs},
       ChildOutput::kCapture);
   ASSERT_EQ(check.exit_status, 0) << check.output;
   const at::Tensor logits = read_safetensors(theirs).at("logits");  // (1, T, V)

@@ -75,41 +75,33 @@ double shared_evaluation(ZooModel& model, const TrainingData& data, int64_t batc
 }  // namespace
 
 void DpRunConfig::validate() const {
-  check_data_kind(data.set, is_language_model(model));
-  if (!save_hf.empty() && init.empty()) throw InvalidInput("dp: --save-hf needs --init with a Hugging Face folder");
-  // The shape a step has, for the memory bound below: config.json's, read once.
-  ModelOptions options = init.empty() ? training_model_options(model, shape) : ModelOptions{};
-  if (!init.empty()) {
-    const HfModelInfo info = read_hf_config(init);
-    options = info.options;
-    if (info.zoo_name != model || !is_language_model(model)) {
-      throw InvalidInput(c10::str("dp: --init ", init, " holds a ", info.architecture,
-                                  is_language_model(info.zoo_name) ? "" : ", not a language model",
-                                  info.zoo_name != model ? c10::str("; the run's model is ", model) : ""));
-    }
-    if (shape.seq_len > info.options.max_positions) {
-      throw InvalidInput(c10::str("dp: --seq-len ", shape.seq_len, " is longer than ", init, "'s ",
-                                  info.options.max_positions, " positions"));
-    }
+  check_run_spec(run, "dp");
+  const ModelSpec& m = run.model;
+  if (!m.init.empty() && !m.hf) {
+    throw InvalidInput(c10::str("dp: --init ", m.init, ": not a Hugging Face folder (or not read yet: resolve_model)"));
   }
+  const ModelOptions options = m.options();
   check_link_backend(link, group.backend);
-  if (batch < 1 || epochs < 1 || steps < 0) throw InvalidInput("dp: --batch and --epochs must be >= 1, --steps >= 0");
+  if (batch < 1) throw InvalidInput("dp: --batch must be >= 1");
   if (accumulate < 1 || accumulate > kMaxAccumulate) {
     throw InvalidInput(c10::str("dp: --accumulate: 1..", kMaxAccumulate, " micro-batches per step, got ", accumulate));
   }
-  if (!(lr > 0) || !std::isfinite(lr)) throw InvalidInput(c10::str("dp: --lr: a finite rate > 0, got ", lr));
-  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) throw InvalidInput("dp: --weight-decay: finite and >= 0");
   if (egress.bits_per_second < 0 || egress.latency_seconds < 0) throw InvalidInput("dp: a negative link rate or latency");
   optim::warmup_steps(optimizer, warmup_steps, warmup_fraction, 1);  // range checks
   // Against the run's steps when they are given (else once the data says).
-  check_lr_plan(lr_plan, steps > 0 ? steps : std::numeric_limits<int64_t>::max(), "dp");
+  check_lr_plan(run.lr_plan, run.steps > 0 ? run.steps : std::numeric_limits<int64_t>::max(), "dp");
   // Every worker on this machine holds a step of its own batch.
-  const int64_t length = is_language_model(model) ? shape.seq_len : options.image_size;
-  check_fits_machine(c10::str("dp --batch ", batch), step_memory_floor(model, options, batch, length));
+  const int64_t length = m.text() ? m.shape.seq_len : options.image_size;
+  check_fits_machine(c10::str("dp --batch ", batch), step_memory_floor(m.zoo, options, batch, length));
 }
 
-DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callbacks) {
+DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks) {
+  // A Hugging Face folder's config.json, read once in this process.
+  DpRunConfig config = given;
+  resolve_model(config.run.model, "dp");
   config.validate();
+  const RunSpec& run = config.run;
+  const double lr = peak_lr(run, RunCommand::kDp), decay = weight_decay(run, RunCommand::kDp);
   Communicator comm(config.group);
   const int rank = comm.rank(), world = comm.world_size();
   const bool leader = rank == 0;
@@ -117,18 +109,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   comm.set_egress({config.link == LinkMode::kKernel ? 0 : config.egress.bits_per_second,
                    config.egress.latency_seconds});
 
-  DataOptions d = config.data;
-  d.text = is_language_model(config.model);
-  d.seq_len = config.shape.seq_len;
-  d.seed = config.seed;
-  if (!config.init.empty()) {
-    d.tokenizer = load_tokenizer(config.init);
-    const int64_t vocab = read_hf_config(config.init).options.vocab_size;
-    if (d.tokenizer->vocab_size() > vocab) {
-      throw FormatError(c10::str(config.init, ": the tokenizer has ", d.tokenizer->vocab_size(),
-                                 " tokens, the model's vocabulary ", vocab));
-    }
-  }
+  const DataOptions d = data_options(run);
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
   // Step s takes the next world · batch · accumulate examples of the
   // epoch's shuffle, and rank r the r-th share of them: every rank sees the
@@ -140,35 +121,34 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
                                 ") is larger than the ", data->train_size(), " training examples"));
   }
   const int64_t steps_per_epoch = data->steps_per_epoch(world, share);
-  const int64_t total = config.steps > 0 ? config.steps : int64_t(config.epochs) * steps_per_epoch;
-  check_lr_plan(config.lr_plan, total, "dp");
+  const int64_t total = run_steps(run, double(steps_per_epoch));
+  check_lr_plan(run.lr_plan, total, "dp");
   const int64_t warmup = optim::warmup_steps(config.optimizer, config.warmup_steps, config.warmup_fraction, total);
 
-  at::manual_seed(int64_t(config.seed));  // the same initial weights on every rank
-  std::shared_ptr<ZooModel> model = config.init.empty()
-                                        ? make_model(config.model, training_model_options(config.model, config.shape))
-                                        : load_hf_model(read_hf_config(config.init));
+  at::manual_seed(int64_t(run.seed));  // the same initial weights on every rank
+  std::shared_ptr<ZooModel> model = open_model(run.model);
   // The last checkpoint every rank finished (DIR/latest), never a half save.
   // Never read a folder another run is writing.
-  if (!config.resume.empty()) files::FolderLock::check_free(config.resume);
-  const std::string resume_from = config.resume.empty() ? "" : committed_folder(config.resume);
-  if (!config.resume.empty()) load_state_dict(*model, resume_from + "/model.pt");
-  const ConvertResult converted = convert(*model, config.level, config.seed);
+  const std::string& resume = run.checkpoint.resume;
+  if (!resume.empty()) files::FolderLock::check_free(resume);
+  const std::string resume_from = resume.empty() ? "" : committed_folder(resume);
+  if (!resume.empty()) load_state_dict(*model, resume_from + "/model.pt");
+  const ConvertResult converted = convert(*model, run.level, run.seed);
   model->train();
 
   std::unique_ptr<optim::DataParallelOptimizer> opt = optim::make_optimizer(
-      config.optimizer, model->parameters(), config.lr, config.weight_decay,
+      config.optimizer, model->parameters(), lr, decay,
       {&comm, config.optimizer.exchange, warmup, config.optimizer.backoff_factor});
   auto facts = opt->handshake_facts();
-  facts.insert(facts.begin(), {{"model", config.model},
-                               {"level", config.level.spec},
+  facts.insert(facts.begin(), {{"model", run.model.zoo},
+                               {"level", run.level.spec},
                                {"data", c10::str(to_string(d.set), " ", data->epoch_size(), " examples")},
                                {"batch", config.accumulate == 1 ? std::to_string(config.batch)
                                                                  : c10::str(config.batch, " x ", config.accumulate)},
                                {"steps", std::to_string(total)},
-                               {"lr", c10::str(config.lr, " ", describe(config.lr_plan))},
-                               {"weight decay", c10::str(config.weight_decay)},
-                               {"seed", std::to_string(config.seed)}});
+                               {"lr", c10::str(lr, " ", describe(run.lr_plan))},
+                               {"weight decay", c10::str(decay)},
+                               {"seed", std::to_string(run.seed)}});
   comm.handshake(facts);
   // What a checkpoint records and a resumed run must share: everything the
   // ranks compare but the length of the run.
@@ -176,14 +156,14 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
 
   // One run per --save folder: a second would interleave its files with ours.
   std::unique_ptr<files::FolderLock> save_lock;
-  if (leader && !config.save.empty()) {
-    save_lock = std::make_unique<files::FolderLock>(config.save);
-    claim_checkpoint_folder(config.save, "dp: --save");
+  if (leader && !run.checkpoint.save.empty()) {
+    save_lock = std::make_unique<files::FolderLock>(run.checkpoint.save);
+    claim_checkpoint_folder(run.checkpoint.save, "dp: --save");
   }
   DpRunResult r;
   r.text = d.text;
   r.start = {world, data->epoch_size(), 0, total, warmup, true, ""};
-  if (!config.resume.empty()) {
+  if (!resume.empty()) {
     const std::string file = optimizer_file(resume_from, rank, world);
     if (!files::exists(file)) {
       throw InvalidInput(c10::str("dp: ", resume_from, " holds no optimizer state for rank ", rank, " of ", world,
@@ -221,7 +201,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   }
   // Every rank goes on from the same step (they read one commit; this
   // catches a machine whose copy of the folder is another).
-  if (!config.resume.empty()) comm.handshake({{"resumed at step", std::to_string(r.start.first_step)}});
+  if (!resume.empty()) comm.handshake({{"resumed at step", std::to_string(r.start.first_step)}});
   if (leader && callbacks.on_start) callbacks.on_start(r.start);
 
   double warmup_s = 0, compressed_s = 0;
@@ -235,7 +215,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   for (int64_t s = start; s < total; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& group : opt->param_groups()) {
-      group.options().set_lr(scheduled_lr(config.lr_plan, config.lr, s, total));
+      group.options().set_lr(scheduled_lr(run.lr_plan, lr, s, total));
     }
     const Batch b = data->rank_batch(s, rank, world, share);
     const optim::ExchangeStats before = opt->exchange_stats();
@@ -258,7 +238,7 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
     if (leader && config.trace_updates && !opt->last_step_skipped()) {
       r.trace.push_back({s + 1, opt->param_groups()[0].options().get_lr(), compressing, opt->last_update_trace()});
     }
-    check_finite_loss(r.train_losses.back(), s + 1, rank, config.allow_non_finite);
+    check_finite_loss(r.train_losses.back(), s + 1, rank, run.allow_non_finite);
     if (leader && callbacks.on_step) {
       callbacks.on_step({s + 1, total, r.train_losses.back(), double(world * share) / dt, false, compressing});
     }
@@ -268,9 +248,9 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
   r.masked_elements = opt->masked_elements();
   const std::string after = c10::str("dp: rank ", rank, ": after ", total, " steps of training");
   // The checkpoint first: nothing that fails after training loses it.
-  if (!config.save.empty()) {
-    in_phase(c10::str(after, ": saving to ", config.save), [&] {
-      const std::string folder = begin_step_folder(config.save, total);
+  if (!run.checkpoint.save.empty()) {
+    in_phase(c10::str(after, ": saving to ", run.checkpoint.save), [&] {
+      const std::string folder = begin_step_folder(run.checkpoint.save, total);
       // The optimizer's state and the level's (rounding counters, bit
       // budgets, gradient averages: each rank's own), serialized in memory and
       // written whole (a full disk names the file and leaves the old one).
@@ -286,15 +266,15 @@ DpRunResult run_dp_worker(const DpRunConfig& config, const DpCallbacks& callback
       at::Tensor written = at::ones({1});
       comm.all_reduce_sum(written, "the checkpoint");
       if (leader) {
-        commit_checkpoint(config.save, total);
-        save_state_dict(*model, config.save + "/model.pt");  // a copy where users look for the model
+        commit_checkpoint(run.checkpoint.save, total);
+        save_state_dict(*model, run.checkpoint.save + "/model.pt");  // a copy where users look for the model
       }
     });
   }
-  if (leader && !config.save_hf.empty()) {
-    in_phase(c10::str(after, ": writing ", config.save_hf), [&] { save_hf_folder(*model, read_hf_config(config.init), config.save_hf, config.save_hf_over_init); });
+  if (leader && !run.checkpoint.save_hf.empty()) {
+    in_phase(c10::str(after, ": writing ", run.checkpoint.save_hf), [&] { save_hf_folder(*model, *run.model.hf, run.checkpoint.save_hf, run.checkpoint.save_hf_over_init); });
   }
-  const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
+  const std::string saved = run.checkpoint.save.empty() ? "" : c10::str(" (the checkpoint in ", run.checkpoint.save, " is whole)");
   // The mean loss over every rank's batch of each step: one collective at the end.
   at::Tensor mean_losses = at::tensor(r.train_losses, at::kDouble).to(at::kFloat).contiguous();
   in_phase(after + ": the loss report" + saved, [&] {
@@ -327,7 +307,7 @@ int64_t DpRunResult::compressed_bytes_per_step() const {
 
 nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
   const optim::ExchangeStats& e = r.exchange;
-  nlohmann::json j = {{"model", c.model},
+  nlohmann::json j = {{"model", c.run.model.zoo},
                       {"optimizer", c.optimizer.name()},
                       {"algorithm", optim::to_string(c.optimizer.algorithm)},
                       {"exchange", optim::to_string(c.optimizer.exchange)},
@@ -335,11 +315,11 @@ nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
                       {"batch_per_worker", c.batch},
                       {"accumulate", c.accumulate},
                       {"global_batch", int64_t(r.start.workers) * c.batch * c.accumulate},
-                      {"level", c.level.spec},
-                      {"lr", c.lr},
-                      {"lr_schedule", to_string(c.lr_plan.schedule)},
-                      {"lr_warmup_steps", c.lr_plan.warmup_steps},
-                      {"data", to_string(c.data.set)},
+                      {"level", c.run.level.spec},
+                      {"lr", peak_lr(c.run, RunCommand::kDp)},
+                      {"lr_schedule", to_string(c.run.lr_plan.schedule)},
+                      {"lr_warmup_steps", c.run.lr_plan.warmup_steps},
+                      {"data", to_string(data_set(c.run))},
                       {"link", to_string(c.link)},
                       {"backend", to_string(c.group.backend)},
                       {"bandwidth_bps", c.egress.bits_per_second},

@@ -6,7 +6,7 @@ namespace actkit::app {
 
 ModelOptions language_model_options(const LanguageModelShape& shape) {
   ModelOptions o;
-  o.vocab_size = 256;
+  o.vocab_size = shape.vocab;
   o.layers = shape.layers;
   o.hidden = shape.hidden;
   o.heads = shape.heads;

@@ -27,9 +27,14 @@
 namespace actkit::app {
 namespace {
 
+// Steps of one pass over `examples` (an endless set: one step).
+double steps_per_epoch(int64_t examples, int64_t per_step) {
+  return double(examples > 0 ? examples : per_step) / double(per_step);
+}
+
 // Steps of `epochs` passes over `examples` (an endless set: one step each).
 int64_t steps_of(double epochs, int64_t examples, int64_t per_step) {
-  return int64_t(std::ceil(epochs * double(examples > 0 ? examples : per_step) / double(per_step)));
+  return int64_t(std::ceil(epochs * steps_per_epoch(examples, per_step)));
 }
 
 // The validation loss on rank 0 (0 elsewhere): the replicas share the
@@ -49,52 +54,73 @@ double shared_validation(pipeline::StageRunner& runner, pipeline::ReplicaGroups&
 constexpr const char* kOrigin = "/origin.json";
 constexpr uint64_t kMaxOriginBytes = uint64_t(1) << 22;
 
-// The Hugging Face folder's config.json, parsed (what two folders of one model share).
-nlohmann::json folder_config(const std::string& dir) { return read_hf_json(dir + "/config.json"); }
+// A Hugging Face folder's config.json as read_hf_config read it, parsed
+// (what two folders of one model share).
+nlohmann::json folder_config(const HfModelInfo& info) {
+  return parse_hf_json(info.dir + "/config.json", info.config_json);
+}
 
-// Records in a step folder that the run started from the Hugging Face folder `init`.
-void write_origin(const std::string& folder, const std::string& init) {
-  char* absolute = ::realpath(init.c_str(), nullptr);
-  const std::string path = absolute != nullptr ? absolute : init;
+// Records in a step folder that the run started from the Hugging Face folder `info` was read from.
+void write_origin(const std::string& folder, const HfModelInfo& info) {
+  char* absolute = ::realpath(info.dir.c_str(), nullptr);
+  const std::string path = absolute != nullptr ? absolute : info.dir;
   std::free(absolute);
-  const std::string text = nlohmann::json{{"init", path}, {"config", folder_config(init)}}.dump(2) + "\n";
+  const std::string text = nlohmann::json{{"init", path}, {"config", folder_config(info)}}.dump(2) + "\n";
   files::write_file_atomic(folder + kOrigin, text.data(), text.size());
 }
 
 }  // namespace
 
-void resolve_pipeline_origin(PipelineRunConfig& config) {
-  if (config.resume.empty()) return;
-  const std::string file = committed_folder(config.resume) + kOrigin;
-  if (!files::exists(file)) {
-    if (is_hf_folder(config.init)) {
-      throw InvalidInput(c10::str("pipeline: --resume ", config.resume, " did not start from a Hugging Face folder (",
-                                  file, " is not there): leave out --init ", config.init));
-    }
-    return;
-  }
+void resolve_pipeline_model(PipelineRunConfig& config) {
+  ModelSpec& m = config.run.model;
+  const std::string& resume = config.run.checkpoint.resume;
   nlohmann::json origin;
-  try {
-    origin = parse_hf_json(file, files::read_small_file(file, kMaxOriginBytes));
-  } catch (const IoError& e) {
-    throw FormatError(e.what());
+  std::string file;
+  if (!resume.empty()) {
+    file = committed_folder(resume) + kOrigin;
+    if (!files::exists(file)) {
+      if (is_hf_folder(m.init)) {
+        throw InvalidInput(c10::str("pipeline: --resume ", resume, " did not start from a Hugging Face folder (", file,
+                                    " is not there): leave out --init ", m.init));
+      }
+    } else {
+      try {
+        origin = parse_hf_json(file, files::read_small_file(file, kMaxOriginBytes));
+      } catch (const IoError& e) {
+        throw FormatError(e.what());
+      }
+      if (!origin.is_object() || !origin.contains("init") || !origin["init"].is_string() ||
+          !origin.contains("config")) {
+        throw FormatError(c10::str(file, ": not a record of where the run started (init, config)"));
+      }
+      const std::string recorded = origin["init"].get<std::string>();
+      const bool given = !m.init.empty();
+      const std::string folder = given ? m.init : recorded;
+      if (!is_hf_folder(folder)) {
+        throw InvalidInput(c10::str("pipeline: --resume ", resume, " started from the Hugging Face folder ", recorded,
+                                    ", which is not there any more: give its model's folder with --init"));
+      }
+      m.init = folder;
+    }
   }
-  if (!origin.is_object() || !origin.contains("init") || !origin["init"].is_string() || !origin.contains("config")) {
-    throw FormatError(c10::str(file, ": not a record of where the run started (init, config)"));
+  resolve_model(m, "pipeline");
+  if (!origin.is_null() && folder_config(*m.hf) != origin["config"]) {
+    throw InvalidInput(c10::str("pipeline: --resume ", resume, " started from a model whose config.json (in ", file,
+                                ") differs from ", m.init, "/config.json: give the folder it started from with --init"));
   }
-  const std::string recorded = origin["init"].get<std::string>();
-  const bool given = !config.init.empty();
-  const std::string folder = given ? config.init : recorded;
-  if (!is_hf_folder(folder)) {
-    throw InvalidInput(c10::str("pipeline: --resume ", config.resume, " started from the Hugging Face folder ",
-                                recorded, ", which is not there any more: give its model's folder with --init"));
-  }
-  if (folder_config(folder) != origin["config"]) {
-    throw InvalidInput(c10::str("pipeline: --resume ", config.resume, " started from a model whose config.json (in ",
-                                file, ") differs from ", folder, "/config.json",
-                                given ? "" : ": give the folder it started from with --init"));
-  }
-  config.init = folder;
+}
+
+pipeline::PipelineConfig stage_config(const PipelineRunConfig& config) {
+  pipeline::PipelineConfig c = config.pipeline;
+  const RunSpec& run = config.run;
+  c.model = run.model.zoo;
+  c.model_options = run.model.options();
+  c.seq_len = run.model.shape.seq_len;
+  c.lr = peak_lr(run, RunCommand::kPipeline);
+  c.weight_decay = weight_decay(run, RunCommand::kPipeline);
+  c.seed = run.seed;
+  c.level = run.level;
+  return c;
 }
 
 const char* buffer_tier(int64_t memory_budget) {
@@ -102,20 +128,17 @@ const char* buffer_tier(int64_t memory_budget) {
 }
 
 void PipelineRunConfig::validate() const {
-  const pipeline::PipelineConfig& c = pipeline;
-  if (find_model(c.model).task != Task::kLanguageModel) {
-    throw InvalidInput(c10::str("pipeline: ", c.model, " is not a language model (gpt2, gpt2-small, llama)"));
+  check_run_spec(run, "pipeline");
+  const ModelSpec& m = run.model;
+  const CheckpointSpec& ckpt = run.checkpoint;
+  const pipeline::PipelineConfig c = stage_config(*this);
+  if (!m.text()) {
+    throw InvalidInput(c10::str("pipeline: ", m.zoo, " is not a language model (gpt2, gpt2-small, llama)"));
   }
-  check_data_kind(data.set, true);
-  if (data.set == DataSet::kFortunes && !data.tokenizer && !is_hf_folder(init) && c.model_options.vocab_size < 256) {
-    throw InvalidInput(c10::str("pipeline: --vocab ", c.model_options.vocab_size,
-                                ": the fortunes text is read as bytes (0..255), so the vocabulary must be >= 256"));
+  if (!ckpt.save_hf.empty() && ckpt.save.empty()) {
+    throw InvalidInput("pipeline: --save-hf reads the trained model back from --save: give both");
   }
-  if (!save_hf.empty() && (!is_hf_folder(init) || save.empty())) {
-    throw InvalidInput("pipeline: --save-hf needs --init with a Hugging Face folder (or a run started from one), "
-                       "and --save");
-  }
-  if (!resume.empty() && !init.empty() && !is_hf_folder(init)) {
+  if (!ckpt.resume.empty() && !m.init.empty() && !m.hf) {
     throw InvalidInput("pipeline: give --init or --resume, not both (with --resume, --init may only name the "
                        "Hugging Face folder the run started from)");
   }
@@ -133,10 +156,8 @@ void PipelineRunConfig::validate() const {
   check_link_backend(c.link_mode, group.backend);
   if (aqsgd_warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");
   if (save_every < 0) throw InvalidInput("pipeline: --save-every must be >= 0");
-  if (save_every > 0 && save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
-  if ((steps > 0) == (epochs > 0)) throw InvalidInput("pipeline: give exactly one of --steps and --epochs");
-  if (steps < 0 || epochs < 0) throw InvalidInput("pipeline: --steps and --epochs must be positive");
-  check_lr_plan(lr_plan, steps > 0 ? steps : std::numeric_limits<int64_t>::max(), "pipeline");
+  if (save_every > 0 && ckpt.save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
+  check_lr_plan(run.lr_plan, run.steps > 0 ? run.steps : std::numeric_limits<int64_t>::max(), "pipeline");
   if (c.replicas > 1) {
     // Each replica's stage 0 would time the pieces itself and could split differently.
     if (c.balance == pipeline::BalanceBy::kTime) throw InvalidInput("pipeline: --balance time with --dp is not supported");
@@ -147,44 +168,33 @@ void PipelineRunConfig::validate() const {
   checked.validate();
 }
 
-PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const PipelineCallbacks& callbacks) {
+PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const PipelineCallbacks& callbacks) {
+  // The model (a Hugging Face folder's config.json read once in this
+  // process, and a resumed run's folder found again), then the checks.
+  PipelineRunConfig config = given;
+  resolve_pipeline_model(config);
   config.validate();
+  const RunSpec& run = config.run;
+  const CheckpointSpec& ckpt = run.checkpoint;
   // Never read a folder another run is writing.
-  if (!config.resume.empty()) files::FolderLock::check_free(config.resume);
-  pipeline::PipelineConfig c = config.pipeline;
+  if (!ckpt.resume.empty()) files::FolderLock::check_free(ckpt.resume);
+  pipeline::PipelineConfig c = stage_config(config);
   Communicator world(config.group);
   const int k = c.stages, n = c.replicas;
   pipeline::ReplicaGroups groups = pipeline::make_replica_groups(world, k, n);
   Communicator& comm = *groups.pipeline;
 
   // Every replica's micro-batches of a step, in one stream; each replica
-  // takes its own run of them, drawn from its own share of the examples.
-  DataOptions d = config.data;
-  d.text = true;
-  d.seq_len = c.seq_len;
-  d.vocab = c.model_options.vocab_size;
-  d.seed = c.seed;
-  // A Hugging Face folder to start from: its weights, and its tokenizer
-  // for the text (the model and shape are in `c` already, from its config).
-  // Resuming a run that started from one: its model and tokenizer, the
-  // checkpoint's weights.
-  const bool resuming = !config.resume.empty();
-  const bool hf = is_hf_folder(config.init);
+  // takes its own run of them, drawn from its own share of the examples. A
+  // Hugging Face folder to start from: its weights, and its tokenizer for
+  // the text. Resuming a run that started from one: its model and
+  // tokenizer, the checkpoint's weights.
+  const DataOptions d = data_options(run);
+  const bool resuming = !ckpt.resume.empty();
+  const bool hf = run.model.hf.has_value();
   std::map<std::string, at::Tensor> hf_weights;
-  if (hf) {
-    const HfModelInfo info = read_hf_config(config.init);
-    if (c.model != info.zoo_name) {
-      throw InvalidInput(c10::str("pipeline: --init ", config.init, " holds a ", info.architecture, ", the run's model is ",
-                                  c.model));
-    }
-    if (!resuming) {
-      for (const auto& p : load_hf_model(info)->named_parameters()) hf_weights[p.key()] = p.value();
-    }
-    d.tokenizer = load_tokenizer(config.init);
-    if (d.tokenizer->vocab_size() > info.options.vocab_size) {
-      throw FormatError(c10::str(config.init, ": the tokenizer has ", d.tokenizer->vocab_size(),
-                                 " tokens, the model's vocabulary ", info.options.vocab_size));
-    }
+  if (hf && !resuming) {
+    for (const auto& p : open_model(run.model)->named_parameters()) hf_weights[p.key()] = p.value();
   }
   const std::unique_ptr<TrainingData> data = TrainingData::open(d);
   PipelineBatches all_replicas(*data, c.micro_batch_size, c.micro_batches, n, config.validation_batches);
@@ -197,7 +207,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   // stores it started with; a run that saves nothing keeps it in a
   // directory of its own.
   if (c.buffers.dir.empty()) {
-    c.buffers.dir = resuming ? config.resume + "/buffers" : config.save.empty() ? "" : config.save + "/buffers";
+    c.buffers.dir = resuming ? ckpt.resume + "/buffers" : ckpt.save.empty() ? "" : ckpt.save + "/buffers";
   }
   const bool temporary_buffers = c.buffers.dir.empty();
   if (temporary_buffers) {
@@ -214,16 +224,15 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
       // Best effort, on the way out.
     }
   });
-  const int64_t steps = config.steps > 0 ? config.steps : std::max<int64_t>(1, steps_of(config.epochs, train_examples,
-                                                                                         per_step));
-  check_lr_plan(config.lr_plan, steps, "pipeline");
+  const int64_t steps = run_steps(run, steps_per_epoch(train_examples, per_step));
+  check_lr_plan(run.lr_plan, steps, "pipeline");
   if (source.validation_batches() < 1) {
     throw InvalidInput(c10::str("pipeline: the validation text holds fewer examples than one micro-batch of ",
                                 c.micro_batch_size, "; use a smaller --micro-batch-size or --seq-len"));
   }
   c.run = c10::str("data=", to_string(d.set), " examples=", train_examples, " limit=", d.train_limit, " steps=", steps,
-                   " validation=", source.validation_batches(), " init=", config.init.empty() ? "no" : "yes",
-                   " lr=", describe(config.lr_plan));
+                   " validation=", source.validation_batches(), " init=", run.model.init.empty() ? "no" : "yes",
+                   " lr=", describe(run.lr_plan));
 
   pipeline::Replication replication;
   replication.index = groups.replica;
@@ -250,23 +259,23 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   }
   // One run per --save folder: a second would interleave its files with ours.
   std::unique_ptr<files::FolderLock> save_lock;
-  if (world.rank() == 0 && !config.save.empty()) {
-    save_lock = std::make_unique<files::FolderLock>(config.save);
-    claim_checkpoint_folder(config.save, "pipeline: --save");
+  if (world.rank() == 0 && !ckpt.save.empty()) {
+    save_lock = std::make_unique<files::FolderLock>(ckpt.save);
+    claim_checkpoint_folder(ckpt.save, "pipeline: --save");
   }
   // A checkpoint folder is read at its last commit (DIR/latest); a state-dict file as it is.
-  const std::string start = resuming ? config.resume : hf ? "" : config.init;
+  const std::string start = resuming ? ckpt.resume : hf ? "" : run.model.init;
   const std::string init = !start.empty() && files::is_directory(start) ? committed_folder(start) : start;
   pipeline::StageRunner runner(comm, c, source, init, resuming, replication, hf && !resuming ? &hf_weights : nullptr);
   // Every stage of every replica writes its part into the step's folder;
   // once all have, rank 0 commits it (checkpoint_folder.h).
   auto save_checkpoint = [&](int64_t step) {
-    const std::string folder = begin_step_folder(config.save, step);
+    const std::string folder = begin_step_folder(ckpt.save, step);
     runner.save(folder, step);
-    if (world.rank() == 0 && hf) write_origin(folder, config.init);
+    if (world.rank() == 0 && hf) write_origin(folder, *run.model.hf);
     at::Tensor written = at::ones({1});
     world.all_reduce_sum(written, c10::str("the checkpoint of step ", step));
-    if (world.rank() == 0) commit_checkpoint(config.save, step);
+    if (world.rank() == 0) commit_checkpoint(ckpt.save, step);
   };
   if (runner.start_step() >= steps) {
     throw InvalidInput(c10::str("pipeline: the checkpoint is of step ", runner.start_step(), ", the run has ", steps,
@@ -283,7 +292,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   int64_t timed = 0;
   const auto run_start = std::chrono::steady_clock::now();
   for (int64_t step = r.start.first_step; step < steps; ++step) {
-    const pipeline::StepReport s = runner.train_step(step, scheduled_lr(config.lr_plan, c.lr, step, steps));
+    const pipeline::StepReport s = runner.train_step(step, scheduled_lr(run.lr_plan, c.lr, step, steps));
     if (config.save_every > 0 && (step + 1) % config.save_every == 0 && step + 1 < steps) {
       save_checkpoint(step + 1);
     }
@@ -291,7 +300,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
       timed_s += s.seconds;
       ++timed;
     }
-    if (leader) check_finite_loss(s.loss, step + 1, 0, config.allow_non_finite);
+    if (leader) check_finite_loss(s.loss, step + 1, 0, run.allow_non_finite);
     r.last_loss = s.loss;
     r.losses.push_back(s.loss);
     if (leader && callbacks.on_step) callbacks.on_step({step + 1, steps, s.loss, tokens_per_step / s.seconds, true});
@@ -299,25 +308,24 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
   const std::string after = c10::str("pipeline: rank ", world.rank(), ": after ", steps, " steps of training");
   // The checkpoint first: nothing that fails after training loses it (the
   // validation changes nothing a checkpoint holds).
-  if (!config.save.empty()) {
-    in_phase(c10::str(after, ": saving to ", config.save), [&] { save_checkpoint(steps); });
+  if (!ckpt.save.empty()) {
+    in_phase(c10::str(after, ": saving to ", ckpt.save), [&] { save_checkpoint(steps); });
   }
-  if (!config.save_hf.empty() && world.rank() == 0) {
+  if (!ckpt.save_hf.empty() && world.rank() == 0) {
     // The stages' parameters as committed, in one model of the folder's family.
-    in_phase(c10::str(after, ": writing ", config.save_hf), [&] {
-      const auto saved = pipeline::StageCheckpoint::read_parameters(committed_folder(config.save));
-      const HfModelInfo info = read_hf_config(config.init);
-      const std::shared_ptr<ZooModel> whole = load_hf_model(info);
+    in_phase(c10::str(after, ": writing ", ckpt.save_hf), [&] {
+      const auto saved = pipeline::StageCheckpoint::read_parameters(committed_folder(ckpt.save));
+      const std::shared_ptr<ZooModel> whole = open_model(run.model);
       torch::NoGradGuard no_grad;
       for (const auto& p : whole->named_parameters()) {
         const auto it = saved.find(p.key());
-        if (it == saved.end()) throw FormatError(c10::str(config.save, ": the checkpoint has no tensor ", p.key()));
+        if (it == saved.end()) throw FormatError(c10::str(ckpt.save, ": the checkpoint has no tensor ", p.key()));
         p.value().copy_(it->second);
       }
-      save_hf_folder(*whole, info, config.save_hf, config.save_hf_over_init);
+      save_hf_folder(*whole, *run.model.hf, ckpt.save_hf, ckpt.save_hf_over_init);
     });
   }
-  const std::string saved = config.save.empty() ? "" : c10::str(" (the checkpoint in ", config.save, " is whole)");
+  const std::string saved = ckpt.save.empty() ? "" : c10::str(" (the checkpoint in ", ckpt.save, " is whole)");
   r.val_loss = in_phase(after + ": the validation" + saved, [&] {
     return shared_validation(runner, groups, callbacks.on_validate);
   });
@@ -362,7 +370,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& config, const Pipel
 
 nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult& r) {
   using nlohmann::json;
-  const pipeline::PipelineConfig& c = config.pipeline;
+  const pipeline::PipelineConfig c = stage_config(config);
   json links = json::array(), peaks = json::array(), split = json::array();
   for (const auto& l : r.links) {
     links.push_back({{"from", l.from},
@@ -416,7 +424,7 @@ nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult&
           {"backend", to_string(config.group.backend)},
           {"bandwidth_bps", config.first_link_bps},
           {"latency_s", c.forward_links.empty() ? 0 : c.forward_links[0].latency_seconds},
-          {"data", to_string(config.data.set)},
+          {"data", to_string(data_set(config.run))},
           {"steps", r.start.steps},
           {"step_time_s", r.step_time_s},
           {"tokens_per_s", r.tokens_per_s},

@@ -147,37 +147,19 @@ std::string describe_data(DataSet set, const std::string& path) {
 }
 
 namespace {
-constexpr EnumName<DataSet> kDataSetNames[] = {
-    {DataSet::kFashionMnist, "fashion-mnist"}, {DataSet::kFortunes, "fortunes"}, {DataSet::kSynthetic, "synthetic"}};
-}  // namespace
 
-const char* to_string(DataSet set) { return enum_name(kDataSetNames, set); }
-
-DataSet parse_data_set(const std::string& name) { return parse_enum(kDataSetNames, name, "--data"); }
-
-void check_data_kind(DataSet set, bool text) {
-  if (set == DataSet::kFashionMnist && text) {
-    throw InvalidInput("--data fashion-mnist holds images: a language model trains on fortunes or synthetic");
-  }
-  if (set == DataSet::kFortunes && !text) {
-    throw InvalidInput("--data fortunes holds text: an image model trains on fashion-mnist or synthetic");
-  }
+std::unique_ptr<TrainingData> open_fashion_mnist(const DataOptions& o) {
+  const std::string dir = o.path.empty() ? kFashionMnistDir : o.path;
+  return std::make_unique<ImageData>(load_fashion_mnist(dir, "train", o.train_limit),
+                                     load_fashion_mnist(dir, "t10k", o.validation_limit), o.seed);
 }
 
-std::unique_ptr<TrainingData> TrainingData::open(const DataOptions& o) {
-  if (o.train_limit < 0 || o.validation_limit < 0) throw InvalidInput("training data: a limit must be >= 0");
-  check_data_kind(o.set, o.text);
-  switch (o.set) {
-    case DataSet::kFashionMnist: {
-      const std::string dir = o.path.empty() ? kFashionMnistDir : o.path;
-      return std::make_unique<ImageData>(load_fashion_mnist(dir, "train", o.train_limit),
-                                         load_fashion_mnist(dir, "t10k", o.validation_limit), o.seed);
-    }
-    case DataSet::kFortunes:
-      return std::make_unique<CorpusText>(o.path.empty() ? kFortunesDir : o.path, o.seq_len, o.train_limit,
-                                          o.validation_limit, o.seed, o.tokenizer.get());
-    case DataSet::kSynthetic: break;
-  }
+std::unique_ptr<TrainingData> open_fortunes(const DataOptions& o) {
+  return std::make_unique<CorpusText>(o.path.empty() ? kFortunesDir : o.path, o.seq_len, o.train_limit,
+                                      o.validation_limit, o.seed, o.tokenizer.get());
+}
+
+std::unique_ptr<TrainingData> open_synthetic(const DataOptions& o) {
   if (o.text) return std::make_unique<SyntheticText>(o.seq_len, o.vocab, o.train_limit, o.validation_limit, o.seed);
   const int64_t n = o.train_limit > 0 ? o.train_limit : kSyntheticImages;
   // One draw for both splits, so they share the labelling function (and a
@@ -187,6 +169,60 @@ std::unique_ptr<TrainingData> TrainingData::open(const DataOptions& o) {
   return std::make_unique<ImageData>(ImageDataset{all.images.narrow(0, 0, n), all.labels.narrow(0, 0, n)},
                                      ImageDataset{all.images.narrow(0, n, held_out), all.labels.narrow(0, n, held_out)},
                                      o.seed);
+}
+
+// The data sets, one entry each: its name (the enum table of
+// core/enum_names.h), the models it serves, and how it opens. A new data
+// set is one entry here, its DataSet value and its TrainingData.
+struct DataSetEntry {
+  DataSet value;
+  const char* name;
+  bool images, text;  // read by image classifiers, by language models
+  std::unique_ptr<TrainingData> (*open)(const DataOptions& options);
+};
+constexpr DataSetEntry kDataSets[] = {
+    {DataSet::kFashionMnist, "fashion-mnist", true, false, open_fashion_mnist},
+    {DataSet::kFortunes, "fortunes", false, true, open_fortunes},
+    {DataSet::kSynthetic, "synthetic", true, true, open_synthetic},
+};
+
+const DataSetEntry& entry_of(DataSet set) {
+  for (const DataSetEntry& e : kDataSets) {
+    if (e.value == set) return e;
+  }
+  throw InvalidInput(c10::str("training data: no data set ", int(set)));
+}
+
+// "fortunes or synthetic": the sets a kind of model reads.
+std::string sets_for(bool text) {
+  std::string names;
+  std::vector<const char*> fit;
+  for (const DataSetEntry& e : kDataSets) {
+    if (text ? e.text : e.images) fit.push_back(e.name);
+  }
+  for (size_t i = 0; i < fit.size(); ++i) names += c10::str(i == 0 ? "" : i + 1 == fit.size() ? " or " : ", ", fit[i]);
+  return names;
+}
+
+}  // namespace
+
+const char* to_string(DataSet set) { return enum_name(kDataSets, set); }
+
+DataSet parse_data_set(const std::string& name) { return parse_enum(kDataSets, name, "--data"); }
+
+std::vector<std::string> data_set_names() { return enum_names(kDataSets); }
+
+void check_data_kind(DataSet set, bool text) {
+  const DataSetEntry& e = entry_of(set);
+  if (text ? e.text : e.images) return;
+  throw InvalidInput(c10::str("--data ", e.name, " holds ", text ? "images" : "text", ": ",
+                              text ? "a language model" : "an image model", " trains on ", sets_for(text)));
+}
+
+std::unique_ptr<TrainingData> TrainingData::open(const DataOptions& o) {
+  if (o.train_limit < 0 || o.validation_limit < 0) throw InvalidInput("training data: a limit must be >= 0");
+  check_data_kind(o.set, o.text);
+  return entry_of(o.set).open(o);
 }
 
 Batch TrainingData::train_batch(int64_t first, int64_t count, int share, int shares) const {

@@ -4,12 +4,12 @@
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/text/tokenizer.h"
-#include "byte_level_bpe.h"
+#include "bpe/byte_level_bpe.h"
 #include "json_file.h"
-#include "post_processor.h"
-#include "sentencepiece_tokenizer.h"
+#include "bpe/post_processor.h"
+#include "sentencepiece/sentencepiece_tokenizer.h"
 #include "special_ids.h"
-#include "tokenizer_json.h"
+#include "bpe/tokenizer_json.h"
 
 namespace actkit {
 

@@ -10,10 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "actkit/app/model_defaults.h"
-#include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
-#include "actkit/data/training_data.h"
+#include "actkit/app/run_spec.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/comm/link_spec.h"
 #include "actkit/core/level.h"
@@ -27,10 +25,12 @@ namespace actkit::app {
 constexpr int64_t kMaxAccumulate = 4096;
 
 struct DpRunConfig {
-  std::string model = "resnet18";
-  LanguageModelShape shape;  // language models
-  DataOptions data;          // text and seed follow the model and `seed`
-  LevelConfig level = level_preset("L0");
+  // The model, the data, the level, the rate (peak 1e-3 by default), the
+  // seed (weights, data order, rounding), the run's length, and the
+  // checkpoint: `save` a folder for the model and every rank's optimizer
+  // state at the end, `resume` the run such a folder holds, `save_hf` (with
+  // a Hugging Face folder as init) rank 0's trained model as a folder.
+  RunSpec run = default_run_spec(RunCommand::kDp);
   optim::OptimizerChoice optimizer{optim::Algorithm::kAdam, optim::Exchange::kOneBit};
   int64_t warmup_steps = -1;        // 1-bit: steps before the freeze (-1: warmup_fraction of the run)
   double warmup_fraction = 0.167;   // the paper's BERT seqlen-128 run: 1000 of 5993 steps
@@ -38,21 +38,6 @@ struct DpRunConfig {
   // Micro-batches per worker and step (gradient accumulation): a step's
   // global batch is workers · batch · accumulate examples, one exchange.
   int64_t accumulate = 1;
-  int64_t steps = 0;                // 0: `epochs` epochs
-  int epochs = 1;
-  double lr = 1e-3;                 // peak
-  LrPlan lr_plan;                   // cosine, no warm-up unless asked
-  double weight_decay = 0;
-  uint64_t seed = 0;                // weights, data order, rounding
-  std::string save;                 // directory for the model and every rank's optimizer state at the end
-  std::string resume;               // continue the run a `save` directory holds
-  // A Hugging Face folder (app/hf_folder.h) of a language model: the
-  // model, its first weights (unless resuming) and the tokenizer of the
-  // text; `model` must be its zoo model and `shape` (but seq_len) is unused.
-  std::string init;
-  std::string save_hf;  // with `init`: rank 0 writes the trained model here as a Hugging Face folder
-  bool save_hf_over_init = false;  // save_hf may be `init` itself (its weights replaced)
-  bool allow_non_finite = false;    // train on past a NaN or infinite loss
   // Rank 0 records each step's c, r and ‖Δx‖/‖x‖ of every tensor
   // (DpRunResult::trace; a copy of the parameters per step).
   bool trace_updates = false;
@@ -60,7 +45,8 @@ struct DpRunConfig {
   LinkSpec egress;                  // each worker's link (rate 0 where tc shapes it)
   GroupConfig group;                // this rank, the rendezvous, the timeout, the backend
 
-  // Throws InvalidInput naming the first setting out of range.
+  // Throws InvalidInput naming the first setting out of range. The model is
+  // resolved (resolve_model) first: this reads no file.
   void validate() const;
 };
 

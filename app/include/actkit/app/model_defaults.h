@@ -11,14 +11,16 @@
 
 namespace actkit::app {
 
-// A language model over bytes (vocabulary 256).
+// A language model built from scratch: over bytes unless `vocab` says
+// otherwise (synthetic tokens).
 struct LanguageModelShape {
   int64_t layers = 4, hidden = 128, heads = 4;
   int64_t seq_len = 128;  // tokens per example
   double dropout = 0.0;
+  int64_t vocab = 256;
 };
 
-// vocab_size 256, max_positions max(1024, seq_len) (so that checkpoints of
+// vocab_size (256: bytes), max_positions max(1024, seq_len) (so that checkpoints of
 // runs at different lengths fit each other), the shape's layers, hidden
 // size, heads and dropout.
 ModelOptions language_model_options(const LanguageModelShape& shape);

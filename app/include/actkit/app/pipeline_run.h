@@ -10,9 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
-#include "actkit/data/training_data.h"
+#include "actkit/app/run_spec.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/optim/data_parallel_optimizer.h"
 #include "actkit/optim/optimizer_choice.h"
@@ -22,59 +21,55 @@
 namespace actkit::app {
 
 struct PipelineRunConfig {
-  // The model, its split, the schedule, the codecs, the level, the links
-  // (rates of 0 where tc shapes them), the optimizer and its settings.
-  // buffers.dir empty: aqsgd keeps m(ξ) in init/buffers when resuming,
-  // else in save/buffers, else in a temporary directory of the rank's own,
-  // removed at the end.
+  // The model (a zoo language model, or a Hugging Face folder's; init may
+  // also be a state-dict file or a --save folder to start from), the data
+  // (text), the level, the rate (peak 3e-4, constant by default, as the
+  // pipeline's fidelity runs were made), the seed (1), the run's length and
+  // the checkpoint: `save` a folder for each stage's checkpoint (also every
+  // save_every steps), `resume` the run such a folder holds (`init` then
+  // may only name the Hugging Face folder it started from, and
+  // resolve_pipeline_model finds that folder again when it is left out),
+  // `save_hf` (with a Hugging Face folder as init, and `save`) the trained
+  // model read back from the checkpoint, as a folder.
+  RunSpec run = default_run_spec(RunCommand::kPipeline);
+  // The split, the schedule, the codecs, the links (rates of 0 where tc
+  // shapes them), the stage optimizer. Its model, shape, rate, weight
+  // decay, seed and level are the run spec's (stage_config). buffers.dir
+  // empty: aqsgd keeps m(ξ) in resume/buffers, else in save/buffers, else
+  // in a temporary directory of the rank's own, removed at the end.
   pipeline::PipelineConfig pipeline;
-  DataOptions data;  // text; seq_len, vocab and seed are the pipeline's
   int64_t validation_batches = 8;
-  int64_t steps = 0;  // or:
-  double epochs = 0;  // epochs over the training examples
-  // What to start from: a state-dict file, a --save folder (its weights),
-  // or a Hugging Face folder (its model, weights and tokenizer).
-  std::string init;
-  // A --save folder to continue exactly. With it, `init` may only be the
-  // Hugging Face folder the run started from (its model and tokenizer; the
-  // weights are the checkpoint's); resolve_pipeline_origin fills it in from
-  // the checkpoint when it is left empty.
-  std::string resume;
-  std::string save;     // directory for each stage's checkpoint at the end
-  // With a Hugging Face folder as `init` and `save`: rank 0 writes the
-  // trained model (read back from the saved checkpoint) here as one.
-  std::string save_hf;
-  bool save_hf_over_init = false;  // save_hf may be `init` itself (its weights replaced)
   int64_t save_every = 0;  // also checkpoint every N steps
-  // The rate's course over the run (pipeline.lr is the peak): constant by
-  // default, as the pipeline's fidelity runs were made.
-  LrPlan lr_plan{LrSchedule::kConstant, 0};
   double aqsgd_warmup_epochs = 1;  // aqsgd: epochs sent in full precision
   // pipeline.replicas > 1: the optimizer across the replicas of a stage
   // and its 1-bit warm-up (steps >= 0, else that fraction of the run).
   optim::OptimizerChoice replica_optimizer;
   int64_t replica_warmup_steps = -1;
   double replica_warmup_fraction = 0.167;
-  bool allow_non_finite = false;  // train on past a NaN or infinite loss
   double first_link_bps = 0;  // the first boundary's rate, as reported (0: unlimited)
   GroupConfig group;          // this rank, the rendezvous, the timeout, the backend
 
   // Throws InvalidInput naming the first setting out of range (also what
-  // PipelineConfig::validate checks). The CLI calls it before any rank
-  // starts, so a typo fails once.
+  // PipelineConfig::validate checks). The model is resolved
+  // (resolve_pipeline_model) first: this reads no file. The CLI calls it
+  // before any rank starts, so a typo fails once.
   void validate() const;
 };
+
+// The stage settings of `config`: config.pipeline with the run spec's
+// model, shape, peak rate, weight decay, seed and level.
+pipeline::PipelineConfig stage_config(const PipelineRunConfig& config);
 
 // Where a pipeline run started from, recorded in every checkpoint it saves
 // (step-<N>/origin.json): the Hugging Face folder given as --init, with its
 // config.json, so that a resumed run builds the same model and tokenizer.
-// Before any rank starts, for `config.resume`: fills in `config.init` from
-// the checkpoint when it is empty and the checkpoint records a folder;
-// throws InvalidInput when `init` is another model's folder than the
-// checkpoint's, when the recorded folder is gone or changed, or when `init`
-// is given for a checkpoint that did not start from a Hugging Face folder;
-// FormatError for a malformed record. Nothing for a run without `resume`.
-void resolve_pipeline_origin(PipelineRunConfig& config);
+// Resolves config.run.model (app::resolve_model: a folder's config.json,
+// read once), for config.run.checkpoint.resume first filling in the folder
+// from the checkpoint when init is empty. Throws InvalidInput when `init`
+// is another model's folder than the checkpoint's, when the recorded
+// folder is gone or changed, or when `init` is a folder for a checkpoint
+// that did not start from one; FormatError for a malformed record.
+void resolve_pipeline_model(PipelineRunConfig& config);
 
 // When the run starts, on every rank.
 struct PipelineStart {

@@ -6,7 +6,10 @@
 //   LinkMode parse_link_mode(const std::string& t) { return parse_enum(kLinkModeNames, t, "--link"); }
 //
 // The first name of a value is its own; later entries for the same value
-// are accepted spellings ("parameters" for "params").
+// are accepted spellings ("parameters" for "params"). A table whose values
+// carry more than a name (a data set's kinds and opener) uses its own entry
+// type with the same `value` and `name` fields, and these functions work on
+// it unchanged.
 #pragma once
 
 #include <c10/util/StringUtil.h>
@@ -27,8 +30,8 @@ struct EnumName {
 
 // The name of `value` in `table`: its first entry ("?" when the table lacks
 // it, which a test of each table rules out).
-template <typename E, size_t N>
-const char* enum_name(const EnumName<E> (&table)[N], E value) {
+template <typename Entry, size_t N>
+const char* enum_name(const Entry (&table)[N], decltype(Entry::value) value) {
   for (const auto& entry : table) {
     if (entry.value == value) return entry.name;
   }
@@ -36,8 +39,8 @@ const char* enum_name(const EnumName<E> (&table)[N], E value) {
 }
 
 // The values' own names, in table order: for CLI::IsMember and help texts.
-template <typename E, size_t N>
-std::vector<std::string> enum_names(const EnumName<E> (&table)[N]) {
+template <typename Entry, size_t N>
+std::vector<std::string> enum_names(const Entry (&table)[N]) {
   std::vector<std::string> names;
   for (const auto& entry : table) {
     if (enum_name(table, entry.value) == entry.name) names.emplace_back(entry.name);
@@ -46,8 +49,8 @@ std::vector<std::string> enum_names(const EnumName<E> (&table)[N]) {
 }
 
 // "a, b or c".
-template <typename E, size_t N>
-std::string enum_choices(const EnumName<E> (&table)[N]) {
+template <typename Entry, size_t N>
+std::string enum_choices(const Entry (&table)[N]) {
   const std::vector<std::string> names = enum_names(table);
   std::string text;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -58,8 +61,8 @@ std::string enum_choices(const EnumName<E> (&table)[N]) {
 
 // The value named `text` (any of its spellings). Throws InvalidInput
 // "<what> 'text': expected a, b or c".
-template <typename E, size_t N>
-E parse_enum(const EnumName<E> (&table)[N], const std::string& text, const std::string& what) {
+template <typename Entry, size_t N>
+decltype(Entry::value) parse_enum(const Entry (&table)[N], const std::string& text, const std::string& what) {
   for (const auto& entry : table) {
     if (text == entry.name) return entry.value;
   }

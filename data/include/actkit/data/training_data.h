@@ -36,6 +36,7 @@ const char* to_string(DataSet set);  // "fashion-mnist", "fortunes", "synthetic"
 std::string describe_data(DataSet set, const std::string& path);
 // Throws InvalidInput naming the accepted values.
 DataSet parse_data_set(const std::string& name);
+std::vector<std::string> data_set_names();  // every set's name, for the flag's choices
 
 // Throws InvalidInput when `set` is not of the kind a model reads: text
 // (language models) or images (classifiers).

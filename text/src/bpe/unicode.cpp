@@ -1,4 +1,4 @@
-#include "unicode.h"
+#include "bpe/unicode.h"
 
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>

@@ -1,11 +1,11 @@
-#include "pre_tokenizer.h"
+#include "bpe/pre_tokenizer.h"
 
 #include <stdexcept>
 #include <utility>
 
 #include "actkit/core/errors.h"
-#include "byte_level.h"
-#include "unicode.h"
+#include "bpe/byte_level.h"
+#include "bpe/unicode.h"
 
 namespace actkit::text {
 namespace {

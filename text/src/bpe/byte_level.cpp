@@ -1,4 +1,4 @@
-#include "byte_level.h"
+#include "bpe/byte_level.h"
 
 #include <array>
 

@@ -1,4 +1,4 @@
-#include "gradient_policy.h"
+#include "controller/gradient_policy.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>

@@ -11,11 +11,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "added_tokens.h"
-#include "bpe_model.h"
+#include "bpe/added_tokens.h"
+#include "bpe/bpe_model.h"
 #include "model_tokenizer.h"
-#include "pre_tokenizer.h"
-#include "tokenizer_json.h"
+#include "bpe/pre_tokenizer.h"
+#include "bpe/tokenizer_json.h"
 
 namespace actkit::text {
 

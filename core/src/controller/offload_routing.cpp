@@ -1,4 +1,4 @@
-#include "offload_routing.h"
+#include "controller/offload_routing.h"
 
 #include <c10/util/StringUtil.h>
 

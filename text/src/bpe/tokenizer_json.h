@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actkit/core/errors.h"
-#include "bpe_model.h"
-#include "pre_tokenizer.h"
+#include "bpe/bpe_model.h"
+#include "bpe/pre_tokenizer.h"
 
 namespace actkit::text {
 

@@ -1,11 +1,11 @@
-#include "sentencepiece_tokenizer.h"
+#include "sentencepiece/sentencepiece_tokenizer.h"
 
 #include <dlfcn.h>
 
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "json_file.h"
-#include "unicode.h"
+#include "bpe/unicode.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ACTKIT_ADDRESS_SANITIZER 1
@@ -38,7 +38,7 @@ LoadSentencePieceModel load_plugin() {
   flags &= ~RTLD_DEEPBIND;
   if (::dlsym(RTLD_DEFAULT, "_ZN6google8protobuf11MessageLite14ParseFromArrayEPKvi") != nullptr) {
     throw Error("SentencePiece models cannot be read in an AddressSanitizer build next to the system's protobuf "
-                "(libsentencepiece would bind to it; see text/src/sentencepiece_plugin.h)");
+                "(libsentencepiece would bind to it; see text/src/sentencepiece/sentencepiece_plugin.h)");
   }
 #endif
   // Never unloaded: the models' code lives as long as the process.

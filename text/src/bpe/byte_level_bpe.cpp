@@ -1,8 +1,8 @@
-#include "byte_level_bpe.h"
+#include "bpe/byte_level_bpe.h"
 
 #include "actkit/core/errors.h"
-#include "byte_level.h"
-#include "unicode.h"
+#include "bpe/byte_level.h"
+#include "bpe/unicode.h"
 
 namespace actkit::text {
 namespace {

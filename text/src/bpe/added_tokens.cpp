@@ -1,8 +1,8 @@
-#include "added_tokens.h"
+#include "bpe/added_tokens.h"
 
 #include <algorithm>
 
-#include "unicode.h"
+#include "bpe/unicode.h"
 
 namespace actkit::text {
 

@@ -1,4 +1,4 @@
-#include "tokenizer_json.h"
+#include "bpe/tokenizer_json.h"
 
 #include <unordered_set>
 

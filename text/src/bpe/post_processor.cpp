@@ -1,4 +1,4 @@
-#include "post_processor.h"
+#include "bpe/post_processor.h"
 
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"

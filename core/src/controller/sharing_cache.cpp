@@ -1,4 +1,4 @@
-#include "sharing_cache.h"
+#include "controller/sharing_cache.h"
 
 namespace actkit::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "bit_budgets.h"
+#include "controller/bit_budgets.h"
 
 #include <c10/util/StringUtil.h>
 

@@ -1,4 +1,4 @@
-#include "bpe_model.h"
+#include "bpe/bpe_model.h"
 
 #include <algorithm>
 #include <cstdio>

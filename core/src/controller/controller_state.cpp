@@ -25,9 +25,9 @@
 #include "actkit/core/checksum.h"
 #include "actkit/core/controller.h"
 #include "actkit/core/errors.h"
-#include "bit_budgets.h"
+#include "controller/bit_budgets.h"
 #include "byte_io.h"
-#include "gradient_policy.h"
+#include "controller/gradient_policy.h"
 
 namespace actkit {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model_tokenizer.h"
-#include "sentencepiece_plugin.h"
+#include "sentencepiece/sentencepiece_plugin.h"
 
 namespace actkit::text {
 

@@ -1,6 +1,6 @@
 // libactkit_sentencepiece.so: SentencePiece models through Debian's
 // libsentencepiece, behind sentencepiece_plugin.h.
-#include "sentencepiece_plugin.h"
+#include "sentencepiece/sentencepiece_plugin.h"
 
 #include <sentencepiece_processor.h>
 

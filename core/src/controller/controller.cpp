@@ -11,10 +11,10 @@
 #include "actkit/core/gradients.h"
 #include "actkit/core/pergroup_codec.h"
 #include "actkit/core/sample_ranges.h"
-#include "bit_budgets.h"
-#include "gradient_policy.h"
-#include "offload_routing.h"
-#include "sharing_cache.h"
+#include "controller/bit_budgets.h"
+#include "controller/gradient_policy.h"
+#include "controller/offload_routing.h"
+#include "controller/sharing_cache.h"
 
 namespace actkit {
 namespace {

@@ -1,0 +1,137 @@
+#include "actkit/app/run_spec.h"
+
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "actkit/core/errors.h"
+#include "actkit/text/tokenizer.h"
+
+namespace actkit::app {
+
+bool ModelSpec::text() const { return is_language_model(zoo); }
+
+ModelOptions ModelSpec::options() const { return hf ? hf->options : training_model_options(zoo, shape); }
+
+std::string ModelSpec::describe() const { return hf ? c10::str(init, " (", hf->architecture, ")") : zoo; }
+
+void resolve_model(ModelSpec& spec, const std::string& command) {
+  if (spec.hf || spec.init.empty() || !is_hf_folder(spec.init)) return;
+  HfModelInfo info = read_hf_config(spec.init);
+  if (!is_language_model(info.zoo_name)) {
+    throw InvalidInput(c10::str(command, ": --init ", spec.init, ": ", info.architecture,
+                                " is not a language model (", command, " fine-tunes Hugging Face language models)"));
+  }
+  if (spec.shape.seq_len > info.options.max_positions) {
+    throw InvalidInput(c10::str(command, ": --seq-len ", spec.shape.seq_len, " is longer than ", spec.init, "'s ",
+                                info.options.max_positions, " positions"));
+  }
+  spec.zoo = info.zoo_name;
+  spec.hf = std::move(info);
+}
+
+std::shared_ptr<ZooModel> open_model(const ModelSpec& spec) {
+  return spec.hf ? load_hf_model(*spec.hf) : make_model(spec.zoo, spec.options());
+}
+
+std::shared_ptr<const Tokenizer> open_tokenizer(const ModelSpec& spec) {
+  if (!spec.hf) return nullptr;
+  std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer(spec.init);
+  if (tokenizer->vocab_size() > spec.hf->options.vocab_size) {
+    throw FormatError(c10::str(spec.init, ": the tokenizer has ", tokenizer->vocab_size(),
+                               " tokens, the model's vocabulary ", spec.hf->options.vocab_size));
+  }
+  return tokenizer;
+}
+
+DataSet data_set(const RunSpec& spec) {
+  if (spec.data.set) return *spec.data.set;
+  return spec.model.text() ? DataSet::kFortunes : DataSet::kFashionMnist;
+}
+
+DataOptions data_options(const RunSpec& spec) {
+  DataOptions d;
+  d.set = data_set(spec);
+  d.text = spec.model.text();
+  check_data_kind(d.set, d.text);
+  d.path = spec.data.path;
+  d.seq_len = spec.model.shape.seq_len;
+  d.vocab = spec.model.options().vocab_size;
+  d.train_limit = spec.data.train_limit;
+  d.validation_limit = spec.data.validation_limit;
+  d.seed = spec.seed;
+  d.tokenizer = open_tokenizer(spec.model);
+  return d;
+}
+
+RunSpec default_run_spec(RunCommand command) {
+  RunSpec s;
+  switch (command) {
+    case RunCommand::kTrain:
+      // The memory levels are the point of `actkit train`: L3 (2-bit
+      // activations, ActNN's headline) on a CNN.
+      s.model.zoo = "resnet18";
+      s.level = level_preset("L3");
+      break;
+    case RunCommand::kDp:
+      s.model.zoo = "resnet18";
+      break;
+    case RunCommand::kPipeline:
+      // Seed 1 and a constant rate: how the pipeline's fidelity runs
+      // (docs/fidelity.md) were made.
+      s.model.zoo = "gpt2";
+      s.seed = 1;
+      s.lr_plan.schedule = LrSchedule::kConstant;
+      break;
+  }
+  return s;
+}
+
+int64_t run_steps(const RunSpec& spec, double steps_per_epoch) {
+  if (spec.steps > 0) return spec.steps;
+  return std::max<int64_t>(1, int64_t(std::ceil(spec.epochs * steps_per_epoch)));
+}
+
+double peak_lr(const RunSpec& spec, RunCommand command) {
+  if (spec.lr) return *spec.lr;
+  switch (command) {
+    case RunCommand::kTrain: return spec.model.text() ? 1e-3 : 0.05;  // AdamW for text; SGD with momentum 0.9
+    case RunCommand::kDp: return 1e-3;                                 // Adam's and LAMB's usual peak
+    case RunCommand::kPipeline: return 3e-4;                           // AdamW (or SGD) in every stage
+  }
+  return 1e-3;
+}
+
+double weight_decay(const RunSpec& spec, RunCommand command) {
+  if (spec.weight_decay) return *spec.weight_decay;
+  switch (command) {
+    case RunCommand::kTrain: return spec.model.text() ? 0.01 : 5e-4;  // AdamW's default; the CNNs' usual
+    case RunCommand::kDp: return 0;
+    case RunCommand::kPipeline: return 0.01;
+  }
+  return 0;
+}
+
+void check_run_spec(const RunSpec& spec, const std::string& command) {
+  if (!(spec.epochs > 0) || !std::isfinite(spec.epochs) || spec.steps < 0) {
+    throw InvalidInput(c10::str(command, ": --epochs must be a finite number > 0 and --steps >= 0"));
+  }
+  if (spec.lr && (!(*spec.lr > 0) || !std::isfinite(*spec.lr))) {
+    throw InvalidInput(c10::str(command, ": --lr: a finite rate > 0, got ", *spec.lr));
+  }
+  if (spec.weight_decay && (!(*spec.weight_decay >= 0) || !std::isfinite(*spec.weight_decay))) {
+    throw InvalidInput(c10::str(command, ": --weight-decay: finite and >= 0, got ", *spec.weight_decay));
+  }
+  const ModelSpec& m = spec.model;
+  check_data_kind(data_set(spec), m.text());
+  if (m.text() && !m.hf && data_set(spec) == DataSet::kFortunes && m.shape.vocab < 256) {
+    throw InvalidInput(c10::str(command, ": --vocab ", m.shape.vocab,
+                                ": the fortunes text is read as bytes (0..255), so the vocabulary must be >= 256"));
+  }
+  if (!spec.checkpoint.save_hf.empty() && !m.hf) {
+    throw InvalidInput(c10::str(command, ": --save-hf writes a Hugging Face folder: it needs --init with one"));
+  }
+}
+
+}  // namespace actkit::app

@@ -1,0 +1,35 @@
+// The flags of a run spec (app/run_spec.h), declared here once for every
+// training command (`actkit train`, `dp`, `pipeline`), with one meaning and
+// the command's defaults (app::default_run_spec) shown in the help.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "actkit/app/run_spec.h"
+
+namespace actkit::cli {
+
+// --model, the shape (--layers --hidden --heads --seq-len --dropout
+// --vocab) and --init.
+void add_model_flags(CLI::App* command, app::ModelSpec* model, app::RunCommand which);
+
+// --data, --data-path, --train-limit and --validation-limit.
+void add_data_flags(CLI::App* command, app::DataSpec* data);
+
+// --save, --resume, --save-hf and --save-hf-over-init.
+void add_checkpoint_flags(CLI::App* command, app::CheckpointSpec* checkpoint, app::RunCommand which);
+
+// --level, --lr, --lr-schedule, --lr-warmup-steps, --weight-decay, --seed,
+// --epochs, --steps and --allow-non-finite.
+void add_training_flags(CLI::App* command, app::RunSpec* run, app::RunCommand which);
+
+// All of the above: what every training command declares.
+void add_run_flags(CLI::App* command, app::RunSpec* run, app::RunCommand which);
+
+// Before anything runs: reads a Hugging Face --init folder's config.json
+// (once), checks the spec (app::check_run_spec), and checks that the output
+// paths may be written: --save-hf (app::check_hf_output; made if missing).
+// Throws InvalidInput, FormatError or IoError naming the flag.
+void finish_run_spec(app::RunSpec& run, const std::string& command);
+
+}  // namespace actkit::cli

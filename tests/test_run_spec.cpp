@@ -1,0 +1,114 @@
+// The run spec the training commands share (app/run_spec.h): one place for
+// the defaults, the length of a run, a Hugging Face folder read once, and
+// the checks every command makes; `actkit train` over a fraction of an epoch.
+#include <gtest/gtest.h>
+
+#include "actkit/app/run_spec.h"
+#include "actkit/app/train_driver.h"
+#include "actkit/core/errors.h"
+#include "actkit/core/files.h"
+#include "test_util.h"
+
+using namespace actkit;
+using app::RunCommand;
+
+TEST(RunSpec, EachCommandsDefaultsLiveInOnePlace) {
+  const app::RunSpec train = app::default_run_spec(RunCommand::kTrain);
+  EXPECT_EQ(train.model.zoo, "resnet18");
+  EXPECT_EQ(train.level.spec, "L3");
+  EXPECT_DOUBLE_EQ(app::peak_lr(train, RunCommand::kTrain), 0.05);  // SGD for the CNNs
+  app::RunSpec text = train;
+  text.model.zoo = "gpt2";
+  EXPECT_DOUBLE_EQ(app::peak_lr(text, RunCommand::kTrain), 1e-3);  // AdamW for text
+  EXPECT_DOUBLE_EQ(app::weight_decay(text, RunCommand::kTrain), 0.01);
+  const app::RunSpec pipeline = app::default_run_spec(RunCommand::kPipeline);
+  EXPECT_EQ(pipeline.seed, 1u);
+  EXPECT_EQ(pipeline.lr_plan.schedule, app::LrSchedule::kConstant);
+  EXPECT_DOUBLE_EQ(app::peak_lr(pipeline, RunCommand::kPipeline), 3e-4);
+  app::RunSpec given = pipeline;
+  given.lr = 0.5;
+  given.weight_decay = 0.0;
+  EXPECT_DOUBLE_EQ(app::peak_lr(given, RunCommand::kPipeline), 0.5);  // a flag's value wins
+  EXPECT_DOUBLE_EQ(app::weight_decay(given, RunCommand::kPipeline), 0.0);
+}
+
+TEST(RunSpec, StepsCountInsteadOfEpochsAndAFractionEndsWithinAnEpoch) {
+  app::RunSpec s = app::default_run_spec(RunCommand::kDp);
+  s.epochs = 2;
+  EXPECT_EQ(app::run_steps(s, 10), 20);
+  s.epochs = 0.25;
+  EXPECT_EQ(app::run_steps(s, 10), 3);  // ⌈2.5⌉
+  s.epochs = 0.01;
+  EXPECT_EQ(app::run_steps(s, 10), 1);  // at least one step
+  s.steps = 7;
+  EXPECT_EQ(app::run_steps(s, 10), 7);
+  s.steps = -1;
+  EXPECT_THROW(app::check_run_spec(s, "dp"), InvalidInput);
+  s.steps = 0;
+  s.epochs = 0;
+  EXPECT_THROW(app::check_run_spec(s, "dp"), InvalidInput);
+}
+
+TEST(RunSpec, RefusesWhatNoCommandRuns) {
+  app::RunSpec s = app::default_run_spec(RunCommand::kTrain);
+  EXPECT_NO_THROW(app::check_run_spec(s, "train"));
+  s.lr = -1.0;
+  EXPECT_THROW(app::check_run_spec(s, "train"), InvalidInput);
+  s = app::default_run_spec(RunCommand::kTrain);
+  s.data.set = DataSet::kFortunes;  // text, for an image classifier
+  EXPECT_THROW(app::check_run_spec(s, "train"), InvalidInput);
+  s = app::default_run_spec(RunCommand::kPipeline);
+  s.model.shape.vocab = 100;  // the fortunes are bytes
+  EXPECT_THROW(app::check_run_spec(s, "pipeline"), InvalidInput);
+  s.data.set = DataSet::kSynthetic;
+  EXPECT_NO_THROW(app::check_run_spec(s, "pipeline"));
+  s.checkpoint.save_hf = "out";  // without a folder to start from
+  EXPECT_THROW(app::check_run_spec(s, "pipeline"), InvalidInput);
+}
+
+// config.json is read once per run: once resolved, the spec carries what
+// it said (here the file is gone by the second call, and nothing fails).
+TEST(RunSpec, AFoldersConfigIsReadOnceAndNamesTheModel) {
+  test::TempDir dir;
+  const std::string hf = dir.path() + "/model";
+  files::create_directories(hf);
+  const std::string config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+    "activation_function": "gelu_new", "vocab_size": 300, "n_positions": 64, "n_embd": 16, "n_layer": 1,
+    "n_head": 2, "n_inner": null, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": true, "eos_token_id": 7})";
+  files::write_file_atomic(hf + "/config.json", config.data(), config.size());
+  app::ModelSpec m;
+  m.zoo = "resnet18";  // a folder names its own model
+  m.init = hf;
+  m.shape.seq_len = 32;
+  app::resolve_model(m, "train");
+  ASSERT_TRUE(m.hf.has_value());
+  EXPECT_EQ(m.zoo, "gpt2");
+  EXPECT_EQ(m.options().vocab_size, 300);
+  EXPECT_EQ(m.hf->end_ids, std::vector<int64_t>{7});
+  files::remove_all(hf + "/config.json");
+  EXPECT_NO_THROW(app::resolve_model(m, "train"));
+  // Longer examples than the folder's positions: refused, naming both.
+  files::write_file_atomic(hf + "/config.json", config.data(), config.size());
+  app::ModelSpec long_text;
+  long_text.init = hf;
+  long_text.shape.seq_len = 65;
+  EXPECT_THROW(app::resolve_model(long_text, "train"), InvalidInput);
+}
+
+// --epochs 0.5 of 64 examples at batch 16: two steps, one evaluation.
+TEST(RunSpec, TrainRunsAFractionOfAnEpoch) {
+  app::TrainConfig c;
+  c.run.model.zoo = "gpt2";
+  c.run.model.shape = {1, 16, 2, 8, 0.0};
+  c.run.data.set = DataSet::kSynthetic;
+  c.run.data.train_limit = 64;
+  c.run.data.validation_limit = 16;
+  c.run.level = level_preset("L0");
+  c.run.epochs = 0.5;
+  c.batch = 16;
+  const app::TrainResult r = app::run_training(c, nullptr);
+  EXPECT_EQ(r.steps, 2);
+  EXPECT_TRUE(std::isfinite(r.final_validation_loss));
+  c.run.steps = 5;  // counts instead: a whole epoch of 4, then 1
+  EXPECT_EQ(app::run_training(c, nullptr).steps, 5);
+}
