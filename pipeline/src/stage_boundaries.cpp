@@ -5,14 +5,16 @@
 #include <cstring>
 
 #include "actkit/core/errors.h"
-#include "actkit/pipeline/aqsgd_boundary.h"
+#include "aqsgd_boundaries.h"
 
 namespace actkit::pipeline {
 
-uint64_t rounding_seed(const PipelineConfig& config, const StagePosition& at, int64_t step, int micro_batch,
-                       int direction) {
-  return config.seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) << 24) ^ (uint64_t(micro_batch) << 8) ^
-         (uint64_t(at.stage) << 2) ^ uint64_t(direction) ^ (uint64_t(at.replica) << 48);
+uint64_t message_seed(const PipelineConfig& config, int stage, int replica, int64_t step, int micro_batch,
+                      SeedKind kind) {
+  // m(ξ)'s rounding draws from a stream of its own (another multiplier).
+  const uint64_t stream = kind == SeedKind::kBufferRounding ? 0xD1B54A32D192ED03ull : 0x9E3779B97F4A7C15ull;
+  return config.seed * stream ^ (uint64_t(step) << 24) ^ (uint64_t(micro_batch) << 8) ^ (uint64_t(stage) << 2) ^
+         uint64_t(kind) ^ (uint64_t(replica) << 48);
 }
 
 std::string boundary_name(int from, int to) { return c10::str("boundary ", from, "->", to); }
@@ -31,10 +33,34 @@ std::vector<int64_t> StageBoundaries::activation_shape() const {
   return {config_.micro_batch_size, config_.seq_len, config_.model_options.hidden};
 }
 
+namespace {
+
+// What a float tensor of `numel` values costs on the wire uncompressed.
+int64_t fp32_message_bytes(int64_t numel) {
+  return numel * int64_t(sizeof(float)) + Communicator::kMessageHeaderBytes;
+}
+
+}  // namespace
+
+std::string micro_batch_name(int64_t step, int micro_batch) {
+  return c10::str("micro-batch ", micro_batch, ", step ", step);
+}
+
+void StageBoundaries::begin_step(int micro_batches) {
+  if (!at_.first()) comm_.expect(at_.stage - 1, kActivations, micro_batches, boundary_limit(config_));
+  if (!at_.last(config_)) comm_.expect(at_.stage + 1, kGradients, micro_batches, boundary_limit(config_));
+}
+
+void StageBoundaries::send(const at::Tensor& y, const std::vector<int64_t>& ids, int64_t step, int micro_batch) {
+  raw_forward_bytes_ += fp32_message_bytes(y.numel());
+  send_activations(y, ids, step, micro_batch);
+}
+
 void StageBoundaries::send_validation(const at::Tensor& y, int64_t i) {
-  const BoundaryCodec codec =
-      config_.forward_codec.kind == BoundaryCodec::kAqsgd ? parse_boundary_codec("fp32", 0) : config_.forward_codec;
-  comm_.send(at_.stage + 1, kActivations, encode_boundary(y, codec, rounding_seed(config_, at_, -1 - i, 0, 0)));
+  raw_forward_bytes_ += fp32_message_bytes(y.numel());
+  // aqsgd sends what it has not seen in full precision.
+  const BoundaryCodec codec = config_.forward_codec.kind == BoundaryCodec::kAqsgd ? BoundaryCodec{} : config_.forward_codec;
+  comm_.send(at_.stage + 1, kActivations, encode_boundary(y, codec, seed(-1 - i, 0, SeedKind::kActivations)));
 }
 
 at::Tensor StageBoundaries::receive_validation(int64_t i) {
@@ -44,20 +70,101 @@ at::Tensor StageBoundaries::receive_validation(int64_t i) {
                          activation_shape());
 }
 
-namespace {
-
-std::string micro_batch_name(int64_t step, int micro_batch) {
-  return c10::str("micro-batch ", micro_batch, ", step ", step);
+void StageBoundaries::send_gradient(const at::Tensor& g, int64_t step, int m) {
+  raw_backward_bytes_ += fp32_message_bytes(g.numel());
+  const uint64_t s = seed(step, m, SeedKind::kGradients);
+  comm_.send(at_.stage - 1, kGradients,
+             config_.backward_feedback ? feedback_.encode(c10::str("gradients/", m), g, config_.backward_codec, s)
+                                       : encode_boundary(g, config_.backward_codec, s));
 }
+
+at::Tensor StageBoundaries::receive_gradient(int64_t step, int m, const std::vector<int64_t>& shape) {
+  const std::string which = micro_batch_name(step, m);
+  const auto bytes = comm_.recv(at_.stage + 1, kGradients, "gradients of " + which);
+  return decode_boundary(bytes, boundary_name(at_.stage + 1, at_.stage) + " (gradients of " + which + ")", shape);
+}
+
+void StageBoundaries::exchange_tied_gradients(int64_t step,
+                                              const std::vector<std::pair<std::string, std::vector<int>>>& shared,
+                                              const torch::OrderedDict<std::string, at::Tensor>& named) {
+  if (shared.empty()) return;
+  const int stage = at_.stage;
+  for (const auto& [name, owners] : shared) {
+    for (int o : owners) {
+      if (o != stage) comm_.expect(o, kTiedGradients, 1, named[name].numel() * int64_t(sizeof(float)) + 4096);
+    }
+  }
+  // The backward codec's size: the exchange costs what a boundary gradient
+  // of that size costs (exact for fp32).
+  const BoundaryCodec codec = config_.tied_gradient == TiedGradient::kFp32 ? BoundaryCodec{} : config_.backward_codec;
+  std::vector<at::Tensor> own_decoded;
+  for (const auto& [name, owners] : shared) {
+    const at::Tensor p = named[name];
+    const at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
+    const uint64_t s = seed(step, 0, SeedKind::kTiedGradient);
+    std::vector<uint8_t> bytes;
+    if (config_.tied_gradient == TiedGradient::kFeedback) {
+      own_decoded.emplace_back();
+      bytes = feedback_.encode("tied/" + name, g, codec, s, &own_decoded.back());
+    } else {
+      bytes = encode_boundary(g, codec, s);
+      own_decoded.push_back(decode_boundary(bytes, "this stage's own gradient of " + name));
+    }
+    for (int o : owners) {
+      if (o != stage) {
+        tied_bytes_ += int64_t(bytes.size()) + Communicator::kMessageHeaderBytes;
+        comm_.send(o, kTiedGradients, bytes);
+      }
+    }
+  }
+  for (size_t i = 0; i < shared.size(); ++i) {
+    const auto& [name, owners] = shared[i];
+    at::Tensor p = named[name];
+    at::Tensor total;
+    for (int o : owners) {
+      at::Tensor g = own_decoded[i];
+      if (o != stage) {
+        const std::string what = c10::str("the gradient of ", name, " in step ", step);
+        g = decode_boundary(comm_.recv(o, kTiedGradients, what), c10::str("stage ", o, "->", stage, " (", what, ")"),
+                            p.sizes().vec());
+      }
+      total = total.defined() ? total + g : g.clone();
+    }
+    p.mutable_grad() = total;
+  }
+}
+
+std::vector<LinkReport> StageBoundaries::link_reports() const {
+  const int stage = at_.stage;
+  std::vector<LinkReport> links;
+  if (!at_.last(config_)) {
+    const ChannelStats s = comm_.sent_stats(stage + 1, kActivations);
+    links.push_back({stage, stage + 1, true, s.bytes, 0, raw_forward_bytes_});
+  }
+  if (!at_.first()) {
+    const ChannelStats s = comm_.sent_stats(stage - 1, kGradients);
+    links.push_back({stage, stage - 1, false, s.bytes, 0, raw_backward_bytes_});
+    // The wait on the link into this stage is this stage's to report.
+    links.push_back({stage - 1, stage, true, 0, comm_.received_stats(stage - 1, kActivations).wait_seconds, 0});
+  }
+  if (!at_.last(config_)) {
+    links.push_back({stage + 1, stage, false, 0, comm_.received_stats(stage + 1, kGradients).wait_seconds, 0});
+  }
+  return links;
+}
+
+void StageBoundaries::add_to(StageSummary& summary) const { summary.tied_bytes = tied_bytes_; }
+
+namespace {
 
 // Every message through the forward codec.
 class PlainBoundaries : public StageBoundaries {
  public:
   PlainBoundaries(Communicator& comm, const PipelineConfig& config, const StagePosition& at)
       : StageBoundaries(comm, config, at) {}
-  void send(const at::Tensor& y, const std::vector<int64_t>&, int64_t step, int micro_batch) override {
+  void send_activations(const at::Tensor& y, const std::vector<int64_t>&, int64_t step, int micro_batch) override {
     comm_.send(at_.stage + 1, kActivations,
-               encode_boundary(y.detach(), config_.forward_codec, rounding_seed(config_, at_, step, micro_batch, 0)));
+               encode_boundary(y.detach(), config_.forward_codec, seed(step, micro_batch, SeedKind::kActivations)));
   }
   at::Tensor receive(const std::vector<int64_t>&, int64_t step, int micro_batch) override {
     const std::string which = micro_batch_name(step, micro_batch);
@@ -67,163 +174,11 @@ class PlainBoundaries : public StageBoundaries {
   }
 };
 
-// AQ-SGD: an AqsgdBoundary on each side this stage holds, the sender's
-// toward stage + 1 and the receiver's from stage - 1.
-class AqsgdBoundaries : public StageBoundaries {
- public:
-  AqsgdBoundaries(Communicator& comm, const PipelineConfig& config, const StagePosition& at, int64_t resume_step)
-      : StageBoundaries(comm, config, at) {
-    const std::vector<int64_t> row{config.seq_len, config.model_options.hidden};
-    const auto [send_error, recv_error] = on_each_side([&](bool sender) {
-      const int from = sender ? at.stage : at.stage - 1;
-      (sender ? send_ : recv_) = std::make_unique<AqsgdBoundary>(
-          store_name(from, from + 1, sender ? "sender" : "receiver"), config.buffers, config.forward_codec, row,
-          resume_step);
-    });
-    compare_checkpoints(resume_step >= 0 ? c10::str("resuming at step ", resume_step) : "opening the buffers",
-                        send_error, recv_error);
-  }
-
-  bool needs_example_ids() const override { return send_ || recv_; }
-
-  void begin_step(int micro_batches) override {
-    if (recv_ && config_.buffers.check) comm_.expect(at_.stage - 1, kBufferChecks, micro_batches, 64);
-  }
-
-  void prefetch(const std::vector<int64_t>& ids) override {
-    if (send_) send_->prefetch(ids);
-    if (recv_) recv_->prefetch(ids);
-  }
-
-  void send(const at::Tensor& y, const std::vector<int64_t>& ids, int64_t step, int micro_batch) override {
-    comm_.send(at_.stage + 1, kActivations, send_->send(y, ids, step, buffer_seed(step, micro_batch, at_.stage)));
-    if (config_.buffers.check) {
-      const uint32_t crc = send_->last_checksum();
-      std::vector<uint8_t> b(sizeof(crc));
-      std::memcpy(b.data(), &crc, sizeof(crc));
-      comm_.send(at_.stage + 1, kBufferChecks, b);
-    }
-  }
-
-  at::Tensor receive(const std::vector<int64_t>& ids, int64_t step, int micro_batch) override {
-    const std::string which = micro_batch_name(step, micro_batch);
-    const std::string where = boundary_name(at_.stage - 1, at_.stage) + " (activations of " + which + ")";
-    const auto bytes = receive_bytes(which);
-    at::Tensor x = recv_->receive(bytes, ids, step, buffer_seed(step, micro_batch, at_.stage - 1), where);
-    if (config_.buffers.check) {
-      const auto theirs = comm_.recv(at_.stage - 1, kBufferChecks, "the buffer checksum of " + which);
-      const uint32_t mine = recv_->last_checksum();
-      if (theirs.size() != sizeof(mine) || std::memcmp(theirs.data(), &mine, sizeof(mine)) != 0) {
-        throw CommError(c10::str(where, ": m(ξ) of examples ", c10::Join(",", ids),
-                                 " differ between the two sides (checksums)"),
-                        at_.stage - 1);
-      }
-    }
-    return x;
-  }
-
-  void checkpoint(int64_t steps) override {
-    const auto [send_error, recv_error] =
-        on_each_side([&](bool sender) { (sender ? send_ : recv_)->store().checkpoint(steps); });
-    compare_checkpoints(c10::str("at the checkpoint of step ", steps), send_error, recv_error);
-  }
-
-  void add_to(StageSummary& s) const override {
-    for (AqsgdBoundary* b : {send_.get(), recv_.get()}) {
-      if (b == nullptr) continue;
-      const ExampleStoreStats st = b->store().stats();
-      s.buffer_bytes_stored += st.bytes_stored;
-      s.buffer_bytes_per_example = b->bytes_per_example();
-      s.buffer_bytes_read += st.bytes_read;
-      s.buffer_bytes_written += st.bytes_written;
-      s.buffer_wait_seconds += st.wait_seconds;
-    }
-  }
-
- private:
-  // Runs `action(sender)` for each side this stage holds (the sender's
-  // toward stage + 1, the receiver's from stage - 1) and returns each
-  // side's error text (empty: none), so that both sides of a boundary hear
-  // of a failure before either throws.
-  template <class Action>
-  std::pair<std::string, std::string> on_each_side(Action action) {
-    std::string errors[2];
-    for (const bool sender : {true, false}) {
-      if (sender ? at_.last(config_) : at_.first()) continue;
-      try {
-        action(sender);
-      } catch (const Error& e) {
-        errors[sender ? 0 : 1] = e.what();
-      }
-    }
-    return {errors[0], errors[1]};
-  }
-
-  // The same on both sides of a boundary.
-  uint64_t buffer_seed(int64_t step, int micro_batch, int boundary) const {
-    return config_.seed * 0xD1B54A32D192ED03ull ^ (uint64_t(step) << 24) ^ (uint64_t(micro_batch) << 8) ^
-           (uint64_t(boundary) << 2) ^ 3u ^ (uint64_t(at_.replica) << 48);
-  }
-
-  std::string store_name(int from, int to, const char* side) const {
-    // Replicas see other examples: each keeps m(ξ) of its own.
-    const std::string replica = config_.replicas == 1 ? "" : c10::str("-replica", at_.replica);
-    return c10::str("boundary", from, "to", to, replica, "-", side, ".store");
-  }
-
-  // Both sides of each boundary compare their stores' checkpoints. An
-  // error text (opening or saving a store failed) is sent in place of the
-  // state, so both sides fail with it. Every message is received before
-  // anything is thrown, so no side is left waiting. Throws CommError.
-  void compare_checkpoints(const std::string& when, const std::string& send_error, const std::string& recv_error) {
-    const bool first = at_.first(), last = at_.last(config_);
-    const int stage = at_.stage;
-    auto state = [](const std::unique_ptr<AqsgdBoundary>& b, const std::string& error) {
-      if (!error.empty()) return "error: " + error;
-      const ExampleStoreCheckpoint& c = b->store().last_checkpoint();
-      return c10::str("step ", c.step, ", ", c.examples, " examples, digest ", c.digest);
-    };
-    auto text = [](const std::string& t) { return std::vector<uint8_t>(t.begin(), t.end()); };
-    if (!last) comm_.send(stage + 1, kBufferChecks, text(state(send_, send_error)));
-    if (!first) comm_.send(stage - 1, kBufferChecks, text(state(recv_, recv_error)));
-    if (!last) comm_.expect(stage + 1, kBufferChecks, 1, kMaxReportBytes);
-    if (!first) comm_.expect(stage - 1, kBufferChecks, 1, kMaxReportBytes);
-    std::string problem;
-    int peer = -1;
-    for (int side = 0; side < 2; ++side) {
-      const bool sender = side == 0;
-      if (sender ? last : first) continue;
-      const int other = sender ? stage + 1 : stage - 1;
-      const std::string mine = sender ? state(send_, send_error) : state(recv_, recv_error);
-      const auto bytes = comm_.recv(other, kBufferChecks, "the other side's aqsgd buffer state " + when);
-      const std::string theirs(bytes.begin(), bytes.end());
-      if (!problem.empty()) continue;
-      const std::string b = sender ? boundary_name(stage, other) : boundary_name(other, stage);
-      const char* me = sender ? "sender" : "receiver";
-      const char* them = sender ? "receiver" : "sender";
-      if (mine.rfind("error: ", 0) == 0) {
-        problem = c10::str(b, ", ", when, ": the ", me, "'s buffers (stage ", stage, "): ", mine.substr(7));
-      } else if (theirs.rfind("error: ", 0) == 0) {
-        problem = c10::str(b, ", ", when, ": the ", them, "'s buffers (stage ", other, "): ", theirs.substr(7));
-      } else if (mine != theirs) {
-        problem = c10::str(b, ", ", when, ": the two sides' aqsgd buffers disagree: the ", me, " (stage ", stage,
-                           ") holds ", mine, ", the ", them, " (stage ", other, ") ", theirs);
-      }
-      if (!problem.empty()) peer = other;
-    }
-    if (!problem.empty()) throw CommError(problem, peer);
-  }
-
-  std::unique_ptr<AqsgdBoundary> send_, recv_;
-};
-
 }  // namespace
 
 std::unique_ptr<StageBoundaries> StageBoundaries::make(Communicator& comm, const PipelineConfig& config,
                                                        const StagePosition& at, int64_t resume_step) {
-  if (config.forward_codec.kind == BoundaryCodec::kAqsgd) {
-    return std::make_unique<AqsgdBoundaries>(comm, config, at, resume_step);
-  }
+  if (config.forward_codec.kind == BoundaryCodec::kAqsgd) return make_aqsgd_boundaries(comm, config, at, resume_step);
   return std::make_unique<PlainBoundaries>(comm, config, at);
 }
 

@@ -13,11 +13,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What a float tensor of `numel` values costs on the wire uncompressed.
-int64_t fp32_message_bytes(int64_t numel) {
-  return numel * int64_t(sizeof(float)) + Communicator::kMessageHeaderBytes;
-}
-
 }  // namespace
 
 StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init,
@@ -47,11 +42,12 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
   if (resume && initial != nullptr) throw InvalidInput("resume: continues from its checkpoint, not from given weights");
   model_ = std::make_unique<StageModel>(comm_, config_, init, initial);
   make_optimizers();
+  std::map<std::string, at::Tensor> residuals;
   if (resume) {
     if (init.empty()) throw InvalidInput("resume: no checkpoint directory given");
-    const StageCheckpoint::Loaded loaded = checkpoint_.load(init, optimizers_, model_->controller());
+    StageCheckpoint::Loaded loaded = checkpoint_.load(init, optimizers_, model_->controller());
     start_step_ = loaded.steps;
-    feedback_.restore(loaded.residuals);
+    residuals = std::move(loaded.residuals);
     controller_state_restored_ = loaded.controller_restored;
   }
   if (!last() && !config_.forward_links.empty()) comm_.set_link(stage() + 1, config_.forward_links[size_t(stage())]);
@@ -60,6 +56,7 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
   }
   comm_.handshake({{"split", c10::str(c10::Join(",", bounds()))}, {"start_step", std::to_string(start_step_)}});
   boundaries_ = StageBoundaries::make(comm_, config_, at_, resume ? start_step_ : -1);
+  boundaries_->restore_residuals(std::move(residuals));
   memory_.tracker().reset_peak();
 }
 
@@ -111,7 +108,6 @@ std::pair<at::Tensor, at::Tensor> StageRunner::forward(int64_t step, int64_t ind
     const at::Tensor labels = batch().labels;
     y = fused_cross_entropy(y.reshape({-1, y.size(-1)}), labels.reshape({-1})) / loss_divisor;
   } else {
-    raw_forward_bytes_ += fp32_message_bytes(y.numel());
     if (training) {
       boundaries_->send(y, mb.example_ids, step, m);
     } else {
@@ -125,20 +121,9 @@ void StageRunner::backward(int64_t step, int m, const at::Tensor& input, const a
   if (last()) {
     output.backward();
   } else {
-    const std::string which = c10::str("micro-batch ", m, ", step ", step);
-    const auto bytes = comm_.recv(stage() + 1, kGradients, "gradients of " + which);
-    const at::Tensor g = decode_boundary(bytes, boundary_name(stage() + 1, stage()) + " (gradients of " + which + ")",
-                                         output.sizes().vec());
-    output.backward(g);
+    output.backward(boundaries_->receive_gradient(step, m, output.sizes().vec()));
   }
-  if (!first()) {
-    const at::Tensor g = input.grad();
-    raw_backward_bytes_ += fp32_message_bytes(g.numel());
-    const uint64_t seed = rounding_seed(config_, at_, step, m, 1);
-    comm_.send(stage() - 1, kGradients,
-               config_.backward_feedback ? feedback_.encode(c10::str("gradients/", m), g, config_.backward_codec, seed)
-                                         : encode_boundary(g, config_.backward_codec, seed));
-  }
+  if (!first()) boundaries_->send_gradient(input.grad(), step, m);
 }
 
 StepReport StageRunner::train_step(int64_t step, double lr) {
@@ -152,8 +137,6 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
   at::manual_seed(int64_t(config_.seed) + 1000 * (stage() + 1) + 7919 * step + 104729 * replica());
   boundaries_->begin_step(m_count);
   for (int m = 0; m < config_.buffers.prefetch_depth && m < m_count; ++m) prefetch_buffers(step, m);
-  if (!first()) comm_.expect(stage() - 1, kActivations, m_count, boundary_limit(config_));
-  if (!last()) comm_.expect(stage() + 1, kGradients, m_count, boundary_limit(config_));
   if (first() && !last()) comm_.expect(config_.stages - 1, kReports, 1, kMaxReportBytes);
   model_->controller().reset_gradients(model_->parameters());
 
@@ -171,7 +154,7 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
       outputs[m] = at::Tensor();
     }
   }
-  exchange_tied_gradients(step);
+  boundaries_->exchange_tied_gradients(step, model_->shared(), model_->named_parameters());
   for (auto& optimizer : optimizers_) optimizer->step();
   model_->controller().step();
 
@@ -179,59 +162,6 @@ StepReport StageRunner::train_step(int64_t step, double lr) {
   report.loss = relay_to_first(comm_, stage(), config_.stages, loss_sum, c10::str("the loss of step ", step));
   report.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return report;
-}
-
-void StageRunner::exchange_tied_gradients(int64_t step) {
-  const auto& shared = model_->shared();
-  if (shared.empty()) return;
-  const auto named = model_->named_parameters();
-  for (const auto& [name, owners] : shared) {
-    for (int o : owners) {
-      if (o != stage()) comm_.expect(o, kTiedGradients, 1, named[name].numel() * int64_t(sizeof(float)) + 4096);
-    }
-  }
-  // Each owner sends its gradient with the backward codec (exact for fp32;
-  // with error feedback, or uncompressed, as config.tied_gradient says) and
-  // sums what every owner sent, its own included as the others decode it,
-  // in stage order: all owners then step with the same bits, and the
-  // exchange costs what a boundary gradient of that size costs.
-  const BoundaryCodec codec =
-      config_.tied_gradient == TiedGradient::kFp32 ? parse_boundary_codec("fp32", 0) : config_.backward_codec;
-  std::vector<at::Tensor> own_decoded;
-  for (const auto& [name, owners] : shared) {
-    at::Tensor p = named[name];
-    const at::Tensor g = p.grad().defined() ? p.grad() : at::zeros_like(p);
-    const uint64_t seed = rounding_seed(config_, at_, step, 0, 2);
-    std::vector<uint8_t> bytes;
-    if (config_.tied_gradient == TiedGradient::kFeedback) {
-      own_decoded.emplace_back();
-      bytes = feedback_.encode("tied/" + name, g, codec, seed, &own_decoded.back());
-    } else {
-      bytes = encode_boundary(g, codec, seed);
-      own_decoded.push_back(decode_boundary(bytes, "this stage's own gradient of " + name));
-    }
-    for (int o : owners) {
-      if (o != stage()) {
-        tied_bytes_ += int64_t(bytes.size()) + Communicator::kMessageHeaderBytes;
-        comm_.send(o, kTiedGradients, bytes);
-      }
-    }
-  }
-  for (size_t i = 0; i < shared.size(); ++i) {
-    const auto& [name, owners] = shared[i];
-    at::Tensor p = named[name];
-    at::Tensor total;
-    for (int o : owners) {
-      at::Tensor g = own_decoded[i];
-      if (o != stage()) {
-        const std::string what = c10::str("the gradient of ", name, " in step ", step);
-        g = decode_boundary(comm_.recv(o, kTiedGradients, what), c10::str("stage ", o, "->", stage(), " (", what, ")"),
-                            p.sizes().vec());
-      }
-      total = total.defined() ? total + g : g.clone();
-    }
-    p.mutable_grad() = total;
-  }
 }
 
 std::vector<double> StageRunner::validation_losses(const std::function<void(int64_t, int64_t)>& on_batch) {
@@ -258,27 +188,11 @@ torch::OrderedDict<std::string, at::Tensor> StageRunner::named_parameters() cons
 }
 
 void StageRunner::save(const std::string& dir, int64_t steps) {
-  checkpoint_.save(dir, steps, model_->named_parameters(), optimizers_, model_->controller(), feedback_.residuals(),
+  checkpoint_.save(dir, steps, model_->named_parameters(), optimizers_, model_->controller(), boundaries_->residuals(),
                    [&] { boundaries_->checkpoint(steps); });
 }
 
-std::vector<LinkReport> StageRunner::link_reports() const {
-  std::vector<LinkReport> links;
-  if (!last()) {
-    const ChannelStats s = comm_.sent_stats(stage() + 1, kActivations);
-    links.push_back({stage(), stage() + 1, true, s.bytes, 0, raw_forward_bytes_});
-  }
-  if (!first()) {
-    const ChannelStats s = comm_.sent_stats(stage() - 1, kGradients);
-    links.push_back({stage(), stage() - 1, false, s.bytes, 0, raw_backward_bytes_});
-    // The wait on the link into this stage is this stage's to report.
-    links.push_back({stage() - 1, stage(), true, 0, comm_.received_stats(stage() - 1, kActivations).wait_seconds, 0});
-  }
-  if (!last()) {
-    links.push_back({stage() + 1, stage(), false, 0, comm_.received_stats(stage() + 1, kGradients).wait_seconds, 0});
-  }
-  return links;
-}
+std::vector<LinkReport> StageRunner::link_reports() const { return boundaries_->link_reports(); }
 
 StageSummary StageRunner::summary() const {
   StageSummary s;
@@ -287,7 +201,6 @@ StageSummary StageRunner::summary() const {
   s.end_piece = bounds()[size_t(stage()) + 1];
   for (const auto& p : model_->parameters()) s.parameters += p.numel();
   s.peak_memory_bytes = memory_.tracker().peak_bytes();
-  s.tied_bytes = tied_bytes_;
   boundaries_->add_to(s);
   if (replication_.exchange_bytes) s.exchange_bytes = replication_.exchange_bytes();
   return s;

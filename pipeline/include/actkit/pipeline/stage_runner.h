@@ -15,7 +15,6 @@
 #include "actkit/allocator/tracking_allocator.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/pipeline/batch_source.h"
-#include "actkit/pipeline/error_feedback.h"
 #include "actkit/pipeline/pipeline_config.h"
 #include "actkit/pipeline/stage_boundaries.h"
 #include "actkit/pipeline/stage_checkpoint.h"
@@ -127,7 +126,6 @@ class StageRunner {
   // share it. Returns (input, output); the input requires grad in training.
   std::pair<at::Tensor, at::Tensor> forward(int64_t step, int64_t index, double loss_divisor);
   void backward(int64_t step, int micro_batch, const at::Tensor& input, const at::Tensor& output);
-  void exchange_tied_gradients(int64_t step);
   void prefetch_buffers(int64_t step, int micro_batch);
   void make_optimizers();
 
@@ -141,14 +139,11 @@ class StageRunner {
   StageOptimizers optimizers_;
   Replication replication_;
   StageCheckpoint checkpoint_;
+  // Everything that crosses this stage's boundaries, both directions.
   std::unique_ptr<StageBoundaries> boundaries_;
-  // The residuals of what this stage sends with error feedback (the
-  // gradients to stage - 1, its share of the tied gradient).
-  ErrorFeedback feedback_;
   int64_t start_step_ = 0;
   bool controller_state_restored_ = true;
   ScopedCpuTracking memory_;
-  int64_t raw_forward_bytes_ = 0, raw_backward_bytes_ = 0, tied_bytes_ = 0;
 };
 
 }  // namespace actkit::pipeline
