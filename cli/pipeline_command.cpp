@@ -83,8 +83,8 @@ void finish_config(PipelineFlags& f) {
     const double backoff = r.replica_optimizer.backoff_factor;  // the flag's, before the name sets the rest
     r.replica_optimizer = optim::parse_optimizer_choice(f.optimizer);
     r.replica_optimizer.backoff_factor = backoff;
-  } else if (pipeline::is_stage_optimizer(f.optimizer)) {
-    c.optimizer = pipeline::parse_stage_optimizer(f.optimizer);
+  } else if (optim::is_local_optimizer(f.optimizer)) {
+    r.stage_optimizer = optim::parse_local_optimizer(f.optimizer);
   } else {
     throw InvalidInput("pipeline: --optimizer " + f.optimizer +
                        ": expected adamw or sgd (the data-parallel optimizers need --dp N, N > 1)");

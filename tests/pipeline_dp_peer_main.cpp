@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     pipeline::PipelineConfig c = test_pipeline_config(stages);
     c.replicas = replicas;
     c.micro_batches = std::stoi(argv[3]);
-    c.replicated_optimizer = name;
+    c.optimizer = name;
     c.lr = 1e-3;
     const bool onebit = name.rfind("onebit-", 0) == 0;
     const std::string algorithm = onebit ? name.substr(7) : name;
@@ -50,13 +50,14 @@ int main(int argc, char** argv) {
                                     onebit ? std::stoll(argv[5]) : 0};
     pipeline::Replication replication;
     replication.index = groups.replica;
+    replication.exchanges = true;
     replication.make_optimizer = [&](std::vector<at::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
       if (algorithm == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions(c.lr), exchange);
       return std::make_unique<optim::Lamb>(params, optim::LambOptions(c.lr), exchange);
     };
     TestBatches all = test_batches(c, 0, c.micro_batches * replicas);
     pipeline::ReplicaShare share(*all.batches, groups.replica, c.micro_batches);
-    pipeline::StageRunner runner(*groups.pipeline, c, share, "", false, replication);
+    pipeline::StageRunner runner(*groups.pipeline, c, share, replication);
     std::ofstream losses;
     if (groups.stage == 0) losses.open(out + "/losses-replica" + std::to_string(groups.replica));
     const int64_t steps = std::stoi(argv[6]);

@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
     const std::string save_dir = save_at.empty() ? "" : save_at.substr(save_at.find(':') + 1);
 
     TestBatches data = test_batches(c, pool, c.micro_batches);
-    pipeline::StageRunner runner(comm, c, *data.batches, resume.empty() ? (argc > 8 ? argv[8] : "") : resume, !resume.empty());
+    pipeline::StageRunner runner(comm, c, *data.batches, local_optimizer(c),
+                                 resume.empty() ? (argc > 8 ? argv[8] : "") : resume, !resume.empty());
     std::ofstream losses;
     if (comm.rank() == 0) losses.open(out + "/losses");
     const int64_t steps = std::stoi(argv[5]);

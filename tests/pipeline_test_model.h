@@ -6,7 +6,9 @@
 
 #include "actkit/app/pipeline_batches.h"
 #include "actkit/data/training_data.h"
+#include "actkit/optim/local_optimizer.h"
 #include "actkit/pipeline/pipeline_config.h"
+#include "actkit/pipeline/stage_runner.h"
 
 namespace actkit {
 
@@ -26,10 +28,20 @@ inline pipeline::PipelineConfig test_pipeline_config(int stages) {
   // SGD: Adam divides each gradient by its own running size, so on the
   // entries whose gradient is rounding noise (the key bias's, zero in exact
   // arithmetic) it turns a difference in the last bit into a whole step.
-  c.optimizer = pipeline::StageOptimizer::kSgd;
+  c.optimizer = "sgd";  // what local_optimizer() makes
   c.lr = 0.05;
   c.seed = 7;
   return c;
+}
+
+// The stages' optimizer of test_pipeline_config (SGD at its rate), made
+// as the app makes a stage's.
+inline pipeline::Replication local_optimizer(const pipeline::PipelineConfig& c) {
+  pipeline::Replication r;
+  r.make_optimizer = [lr = c.lr, decay = c.weight_decay](std::vector<at::Tensor> params) {
+    return optim::make_local_optimizer(optim::LocalOptimizer::kSgd, std::move(params), lr, decay);
+  };
+  return r;
 }
 
 // The tests' data: random tokens, a pool of `pool` examples seen in turn

@@ -12,6 +12,7 @@
 #include "actkit/core/enum_names.h"
 #include "actkit/core/errors.h"
 #include "actkit/optim/data_parallel_optimizer.h"
+#include "actkit/optim/local_optimizer.h"
 #include "actkit/optim/optimizer_choice.h"
 #include "actkit/pipeline/aqsgd_boundary.h"
 #include "actkit/pipeline/boundary_codec.h"
@@ -34,9 +35,9 @@ TEST(EnumNames, EveryValueRoundTrips) {
   }
   EXPECT_EQ(data_set_names(), (std::vector<std::string>{"fashion-mnist", "fortunes", "synthetic"}));
   for (const Schedule v : {Schedule::kGPipe, Schedule::k1F1B}) EXPECT_EQ(parse_schedule(to_string(v)), v);
-  for (const StageOptimizer v : {StageOptimizer::kAdamW, StageOptimizer::kSgd}) {
-    EXPECT_EQ(parse_stage_optimizer(to_string(v)), v);
-    EXPECT_TRUE(is_stage_optimizer(to_string(v)));
+  for (const auto v : {optim::LocalOptimizer::kAdamW, optim::LocalOptimizer::kSgd}) {
+    EXPECT_EQ(optim::parse_local_optimizer(optim::to_string(v)), v);
+    EXPECT_TRUE(optim::is_local_optimizer(optim::to_string(v)));
   }
   for (const TiedGradient v : {TiedGradient::kCodec, TiedGradient::kFeedback, TiedGradient::kFp32}) {
     EXPECT_EQ(parse_tied_gradient(to_string(v)), v);
@@ -58,7 +59,7 @@ TEST(EnumNames, SpellingsAndCaseWhereTheyAreAccepted) {
   EXPECT_EQ(pipeline::parse_balance("parameters"), pipeline::BalanceBy::kParameters);
   EXPECT_STREQ(pipeline::to_string(pipeline::BalanceBy::kParameters), "params");  // the value's own name first
   EXPECT_EQ(pipeline::parse_schedule("GPipe"), pipeline::Schedule::kGPipe);
-  EXPECT_FALSE(pipeline::is_stage_optimizer("onebit-lamb"));
+  EXPECT_FALSE(optim::is_local_optimizer("onebit-lamb"));
 }
 
 TEST(EnumNames, BadNameListsTheChoices) {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "actkit/app/evaluation.h"
+#include "actkit/app/training_loop.h"
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/hf/hf_folder.h"
 #include "actkit/measure/memory_floor.h"
@@ -211,8 +212,13 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
     opt->trace_updates(true);
     for (const auto& item : model->named_parameters()) r.parameter_names.push_back(item.key());
   }
-  const auto run_start = std::chrono::steady_clock::now();
-  for (int64_t s = start; s < total; ++s) {
+  TrainingLoop loop;
+  loop.first_step = start;
+  loop.steps = total;
+  loop.rank = rank;
+  loop.allow_non_finite = run.allow_non_finite;
+  if (leader) loop.on_step = callbacks.on_step;
+  loop.step = [&](int64_t s) {
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& group : opt->param_groups()) {
       group.options().set_lr(scheduled_lr(run.lr_plan, lr, s, total));
@@ -238,18 +244,15 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
     if (leader && config.trace_updates && !opt->last_step_skipped()) {
       r.trace.push_back({s + 1, opt->param_groups()[0].options().get_lr(), compressing, opt->last_update_trace()});
     }
-    check_finite_loss(r.train_losses.back(), s + 1, rank, run.allow_non_finite);
-    if (leader && callbacks.on_step) {
-      callbacks.on_step({s + 1, total, r.train_losses.back(), double(world * share) / dt, false, compressing});
-    }
-  }
-  r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+    return LoopStep{r.train_losses.back(), dt, double(world * share), false, compressing};
+  };
+  r.run_s = run_training_loop(loop);
   r.exchange = opt->exchange_stats();
   r.masked_elements = opt->masked_elements();
-  const std::string after = c10::str("dp: rank ", rank, ": after ", total, " steps of training");
+  RunFinish finish("dp", rank, total);
   // The checkpoint first: nothing that fails after training loses it.
   if (!run.checkpoint.save.empty()) {
-    in_phase(c10::str(after, ": saving to ", run.checkpoint.save), [&] {
+    finish.phase(c10::str("saving to ", run.checkpoint.save), [&] {
       const std::string folder = begin_step_folder(run.checkpoint.save, total);
       // The optimizer's state and the level's (rounding counters, bit
       // budgets, gradient averages: each rank's own), serialized in memory and
@@ -272,16 +275,18 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
     });
   }
   if (leader && !run.checkpoint.save_hf.empty()) {
-    in_phase(c10::str(after, ": writing ", run.checkpoint.save_hf), [&] { save_hf_folder(*model, *run.model.hf, run.checkpoint.save_hf, run.checkpoint.save_hf_over_init); });
+    finish.phase(c10::str("writing ", run.checkpoint.save_hf), [&] {
+      save_hf_folder(*model, *run.model.hf, run.checkpoint.save_hf, run.checkpoint.save_hf_over_init);
+    });
   }
-  const std::string saved = run.checkpoint.save.empty() ? "" : c10::str(" (the checkpoint in ", run.checkpoint.save, " is whole)");
+  if (!run.checkpoint.save.empty()) finish.checkpoint_whole(run.checkpoint.save);
   // The mean loss over every rank's batch of each step: one collective at the end.
   at::Tensor mean_losses = at::tensor(r.train_losses, at::kDouble).to(at::kFloat).contiguous();
-  in_phase(after + ": the loss report" + saved, [&] {
+  finish.phase("the loss report", [&] {
     comm.all_reduce_sum(mean_losses, "loss report");
     mean_losses.div_(float(world));
   });
-  r.evaluation = in_phase(after + ": the evaluation" + saved, [&] {
+  r.evaluation = finish.phase("the evaluation", [&] {
     return shared_evaluation(*model, *data, config.batch, comm, callbacks.on_evaluate);
   });
   if (!leader) return r;

@@ -16,6 +16,7 @@
 #include "actkit/hf/hf_folder.h"
 #include "actkit/measure/memory_floor.h"
 #include "actkit/app/pipeline_batches.h"
+#include "actkit/app/training_loop.h"
 #include "actkit/hf/hf_json.h"
 #include "actkit/comm/communicator.h"
 #include "actkit/core/errors.h"
@@ -120,6 +121,7 @@ pipeline::PipelineConfig stage_config(const PipelineRunConfig& config) {
   c.weight_decay = weight_decay(run, RunCommand::kPipeline);
   c.seed = run.seed;
   c.level = run.level;
+  c.optimizer = c.replicas > 1 ? config.replica_optimizer.name() : optim::to_string(config.stage_optimizer);
   return c;
 }
 
@@ -240,7 +242,6 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
   std::vector<optim::DataParallelOptimizer*> stage_optimizers;  // owned by the runner
   if (n > 1) {
     const optim::OptimizerChoice choice = config.replica_optimizer;
-    c.replicated_optimizer = choice.name();
     world.handshake(c.facts());  // every replica runs the same pipeline (each replica's stages check again)
     replica_warmup = optim::warmup_steps(choice, config.replica_warmup_steps, config.replica_warmup_fraction, steps);
     // The replicas of a stage are other machines: the first boundary's link
@@ -255,7 +256,12 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
       stage_optimizers.push_back(opt.get());
       return std::unique_ptr<torch::optim::Optimizer>(std::move(opt));
     };
+    replication.exchanges = true;
     replication.exchange_bytes = [dp] { return dp->collective_stats().wire_bytes; };
+  } else {
+    replication.make_optimizer = [&c, kind = config.stage_optimizer](std::vector<at::Tensor> params) {
+      return optim::make_local_optimizer(kind, std::move(params), c.lr, c.weight_decay);
+    };
   }
   // One run per --save folder: a second would interleave its files with ours.
   std::unique_ptr<files::FolderLock> save_lock;
@@ -266,7 +272,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
   // A checkpoint folder is read at its last commit (DIR/latest); a state-dict file as it is.
   const std::string start = resuming ? ckpt.resume : hf ? "" : run.model.init;
   const std::string init = !start.empty() && files::is_directory(start) ? committed_folder(start) : start;
-  pipeline::StageRunner runner(comm, c, source, init, resuming, replication, hf && !resuming ? &hf_weights : nullptr);
+  pipeline::StageRunner runner(comm, c, source, replication, init, resuming, hf && !resuming ? &hf_weights : nullptr);
   // Every stage of every replica writes its part into the step's folder;
   // once all have, rank 0 commits it (checkpoint_folder.h).
   auto save_checkpoint = [&](int64_t step) {
@@ -291,29 +297,36 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
   double timed_s = 0;
   int64_t timed = 0;
   const auto run_start = std::chrono::steady_clock::now();
-  for (int64_t step = r.start.first_step; step < steps; ++step) {
+  // The loss is known on rank 0 (relayed from the last stage): it checks and reports.
+  TrainingLoop loop;
+  loop.first_step = r.start.first_step;
+  loop.steps = steps;
+  loop.rank = 0;
+  loop.checks_loss = leader;
+  loop.allow_non_finite = run.allow_non_finite;
+  loop.save_every = config.save_every;
+  loop.save = save_checkpoint;
+  if (leader) loop.on_step = callbacks.on_step;
+  loop.step = [&](int64_t step) {
     const pipeline::StepReport s = runner.train_step(step, scheduled_lr(run.lr_plan, c.lr, step, steps));
-    if (config.save_every > 0 && (step + 1) % config.save_every == 0 && step + 1 < steps) {
-      save_checkpoint(step + 1);
-    }
     if (step > r.start.first_step || steps == r.start.first_step + 1) {  // the first step pays for warm-up
       timed_s += s.seconds;
       ++timed;
     }
-    if (leader) check_finite_loss(s.loss, step + 1, 0, run.allow_non_finite);
     r.last_loss = s.loss;
     r.losses.push_back(s.loss);
-    if (leader && callbacks.on_step) callbacks.on_step({step + 1, steps, s.loss, tokens_per_step / s.seconds, true});
-  }
-  const std::string after = c10::str("pipeline: rank ", world.rank(), ": after ", steps, " steps of training");
+    return LoopStep{s.loss, s.seconds, tokens_per_step, true, false};
+  };
+  run_training_loop(loop);
+  RunFinish finish("pipeline", world.rank(), steps);
   // The checkpoint first: nothing that fails after training loses it (the
   // validation changes nothing a checkpoint holds).
   if (!ckpt.save.empty()) {
-    in_phase(c10::str(after, ": saving to ", ckpt.save), [&] { save_checkpoint(steps); });
+    finish.phase(c10::str("saving to ", ckpt.save), [&] { save_checkpoint(steps); });
   }
   if (!ckpt.save_hf.empty() && world.rank() == 0) {
     // The stages' parameters as committed, in one model of the folder's family.
-    in_phase(c10::str(after, ": writing ", ckpt.save_hf), [&] {
+    finish.phase(c10::str("writing ", ckpt.save_hf), [&] {
       const auto saved = pipeline::StageCheckpoint::read_parameters(committed_folder(ckpt.save));
       const std::shared_ptr<ZooModel> whole = open_model(run.model);
       torch::NoGradGuard no_grad;
@@ -325,13 +338,13 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
       save_hf_folder(*whole, *run.model.hf, ckpt.save_hf, ckpt.save_hf_over_init);
     });
   }
-  const std::string saved = ckpt.save.empty() ? "" : c10::str(" (the checkpoint in ", ckpt.save, " is whole)");
-  r.val_loss = in_phase(after + ": the validation" + saved, [&] {
+  if (!ckpt.save.empty()) finish.checkpoint_whole(ckpt.save);
+  r.val_loss = finish.phase("the validation", [&] {
     return shared_validation(runner, groups, callbacks.on_validate);
   });
   // The waits cover every step and the validation: so does their share.
   r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  in_phase(after + ": the reports" + saved, [&] {
+  finish.phase("the reports", [&] {
     std::tie(r.links, r.stages) = runner.gather_reports();
     comm.flush();
     world.barrier();
@@ -439,7 +452,7 @@ nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult&
           {"start_step", r.start.first_step},
           {"buffer", buffer},
           {"replicas", c.replicas},
-          {"optimizer", c.replicas > 1 ? config.replica_optimizer.name() : pipeline::to_string(c.optimizer)},
+          {"optimizer", c.replicas > 1 ? config.replica_optimizer.name() : optim::to_string(config.stage_optimizer)},
           {"dp_warmup_steps", r.start.replica_warmup_steps},
           {"dp_backoffs", r.stage0_exchange.backoffs},
           {"exchange_bytes", r.exchange_bytes},

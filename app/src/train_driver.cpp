@@ -18,12 +18,14 @@
 #include "actkit/app/lr_schedule.h"
 #include "actkit/app/run_progress.h"
 #include "actkit/app/train_step.h"
+#include "actkit/app/training_loop.h"
 #include "actkit/converters/convert.h"
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "actkit/models/zoo.h"
+#include "actkit/optim/local_optimizer.h"
 #include "actkit/text/tokenizer.h"
 
 namespace actkit::app {
@@ -69,13 +71,8 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
   model->train();
   // AdamW for language models, SGD with momentum for the image classifiers.
   const double lr = peak_lr(run, RunCommand::kTrain), decay = weight_decay(run, RunCommand::kTrain);
-  std::unique_ptr<torch::optim::Optimizer> opt;
-  if (text) {
-    opt = std::make_unique<torch::optim::AdamW>(model->parameters(), torch::optim::AdamWOptions(lr).weight_decay(decay));
-  } else {
-    opt = std::make_unique<torch::optim::SGD>(model->parameters(),
-                                              torch::optim::SGDOptions(lr).momentum(0.9).weight_decay(decay));
-  }
+  const std::unique_ptr<torch::optim::Optimizer> opt = optim::make_local_optimizer(
+      text ? optim::LocalOptimizer::kAdamW : optim::LocalOptimizer::kSgd, model->parameters(), lr, decay);
 
   TrainResult r;
   r.level = run.level.spec;
@@ -87,44 +84,51 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
   check_lr_plan(run.lr_plan, total_steps, "train");
   StepTiming timing;
   meter.reset_peak();
-  // Whole epochs, the last one cut short where the run's steps end.
-  for (int epoch = 0; r.steps < total_steps; ++epoch) {
-    double loss_sum = 0;
-    const int64_t epoch_steps = std::min(steps_per_epoch, total_steps - r.steps);
-    for (int64_t s = 0; s < epoch_steps; ++s) {
-      const int64_t first = s * config.batch;
-      const Batch b = data->train_batch(int64_t(epoch) * r.train_examples + first,
-                                        std::min(config.batch, r.train_examples - first));
-      const at::Tensor x = b.inputs.to(device), y = b.labels.to(device);
-      for (auto& group : opt->param_groups()) {
-        group.options().set_lr(scheduled_lr(run.lr_plan, lr, r.steps, total_steps));
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      int64_t before = 0;
-      StepHooks hooks;
-      if (r.steps == 0) {  // the first step's activation memory, measured as ActNN does
-        hooks.before_forward = [&] { before = meter.current(); };
-        hooks.after_loss = [&](const at::Tensor& out, const at::Tensor& loss) {
-          r.activation_bytes = activation_bytes(before, meter.current(), out, loss);
-        };
-      }
-      const at::Tensor loss = train_step(*model, *converted.controller, *opt, x, y, hooks);
-      synchronize(device);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (r.steps > 0) {
-        timing.total_ms += ms;
-        ++timing.steps;
-      }
-      ++r.steps;
-      loss_sum += loss.item<double>();
-      check_finite_loss(loss.item<double>(), r.steps, 0, run.allow_non_finite);
-      if (on_progress) on_progress({epoch, s + 1, epoch_steps, loss_sum / double(s + 1)});
+  // Whole epochs, the last one cut short where the run's steps end; each
+  // ends with an evaluation.
+  auto epoch_of = [&](int64_t step) { return step / steps_per_epoch; };
+  auto steps_in_epoch = [&](int64_t epoch) { return std::min(steps_per_epoch, total_steps - epoch * steps_per_epoch); };
+  double loss_sum = 0;
+  TrainingLoop loop;
+  loop.steps = total_steps;
+  loop.allow_non_finite = run.allow_non_finite;
+  loop.step = [&](int64_t step) {
+    const int64_t epoch = epoch_of(step), first = (step - epoch * steps_per_epoch) * config.batch;
+    const Batch b = data->train_batch(epoch * r.train_examples + first, std::min(config.batch, r.train_examples - first));
+    const at::Tensor x = b.inputs.to(device), y = b.labels.to(device);
+    for (auto& group : opt->param_groups()) group.options().set_lr(scheduled_lr(run.lr_plan, lr, step, total_steps));
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t before = 0;
+    StepHooks hooks;
+    if (step == 0) {  // the first step's activation memory, measured as ActNN does
+      hooks.before_forward = [&] { before = meter.current(); };
+      hooks.after_loss = [&](const at::Tensor& out, const at::Tensor& loss) {
+        r.activation_bytes = activation_bytes(before, meter.current(), out, loss);
+      };
     }
+    const at::Tensor loss = train_step(*model, *converted.controller, *opt, x, y, hooks);
+    synchronize(device);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (step > 0) {
+      timing.total_ms += ms;
+      ++timing.steps;
+    }
+    ++r.steps;
+    if (step == epoch * steps_per_epoch) loss_sum = 0;
+    loss_sum += loss.item<double>();
+    return LoopStep{loss.item<double>(), ms / 1000, double(b.example_ids.size()), text, false};
+  };
+  loop.on_step = [&](const StepProgress& p) {
+    const int64_t epoch = epoch_of(p.step - 1), within = p.step - epoch * steps_per_epoch;
+    const int64_t epoch_steps = steps_in_epoch(epoch);
+    if (on_progress) on_progress({int(epoch), within, epoch_steps, loss_sum / double(within)});
+    if (within < epoch_steps) return;
     r.final_train_loss = loss_sum / double(epoch_steps);
     r.peak_bytes = std::max(r.peak_bytes, meter.peak());  // training only, not evaluation
     (text ? r.final_validation_loss : r.final_test_accuracy) = evaluate(*model, *data, config.batch, device);
     meter.reset_peak();
-  }
+  };
+  run_training_loop(loop);
   r.step_time_ms = timing.mean_ms();
   if (!run.checkpoint.save.empty()) {  // a path the user named: /dev/null stays a device
     const std::vector<char> bytes = state_dict_bytes(*model);

@@ -10,24 +10,9 @@
 namespace actkit::pipeline {
 
 namespace {
-constexpr EnumName<StageOptimizer> kStageOptimizerNames[] = {{StageOptimizer::kAdamW, "adamw"},
-                                                         {StageOptimizer::kSgd, "sgd"}};
 constexpr EnumName<TiedGradient> kTiedGradientNames[] = {
     {TiedGradient::kCodec, "codec"}, {TiedGradient::kFeedback, "feedback"}, {TiedGradient::kFp32, "fp32"}};
 }  // namespace
-
-const char* to_string(StageOptimizer optimizer) { return enum_name(kStageOptimizerNames, optimizer); }
-
-StageOptimizer parse_stage_optimizer(const std::string& name) {
-  return parse_enum(kStageOptimizerNames, name, "optimizer");
-}
-
-bool is_stage_optimizer(const std::string& name) {
-  for (const auto& entry : kStageOptimizerNames) {
-    if (name == entry.name) return true;
-  }
-  return false;
-}
 
 const char* to_string(TiedGradient tied) { return enum_name(kTiedGradientNames, tied); }
 
@@ -35,9 +20,6 @@ TiedGradient parse_tied_gradient(const std::string& name) {
   return parse_enum(kTiedGradientNames, name, "tied gradient");
 }
 
-std::string PipelineConfig::optimizer_name() const {
-  return replicated_optimizer.empty() ? to_string(optimizer) : replicated_optimizer;
-}
 
 void PipelineConfig::validate() const {
   if (stages < 1) throw InvalidInput(c10::str("stages must be >= 1, got ", stages));
@@ -105,7 +87,7 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
                                  " check=", buffers.check)},
       {"level", level.spec},
       {"balance", to_string(balance)},
-      {"optimizer", c10::str(optimizer_name(), " lr=", lr, " wd=", weight_decay)},
+      {"optimizer", c10::str(optimizer, " lr=", lr, " wd=", weight_decay)},
       {"seed", std::to_string(seed)},
       {"links", links_text(forward_links) + "|" + links_text(backward_links) + "|" + to_string(link_mode)},
       {"run", run},

@@ -15,8 +15,8 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init,
-                         bool resume, Replication replication, const std::map<std::string, at::Tensor>* initial)
+StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, Replication replication,
+                         const std::string& init, bool resume, const std::map<std::string, at::Tensor>* initial)
     : comm_(comm),
       config_(config),
       data_(data),
@@ -24,11 +24,9 @@ StageRunner::StageRunner(Communicator& comm, const PipelineConfig& config, Batch
       replication_(std::move(replication)),
       checkpoint_(config_, comm.rank(), replication_.index) {
   config_.validate();
-  if (config_.replicas > 1 && !replication_.make_optimizer) {
-    throw InvalidInput(c10::str(config_.replicas, " replicas: the optimizer must average over them (make_optimizer)"));
-  }
-  if (replication_.make_optimizer && config_.replicated_optimizer.empty()) {
-    throw InvalidInput("an optimizer of the caller's (make_optimizer) needs its name (replicated_optimizer)");
+  if (!replication_.make_optimizer) throw InvalidInput("a stage runner needs its optimizer's maker (make_optimizer)");
+  if (config_.replicas > 1 && !replication_.exchanges) {
+    throw InvalidInput(c10::str(config_.replicas, " replicas: the optimizer must average over them (exchanges)"));
   }
   if (replication_.index < 0 || replication_.index >= config_.replicas) {
     throw InvalidInput(c10::str("replica ", replication_.index, " of ", config_.replicas));
@@ -64,7 +62,7 @@ StageRunner::~StageRunner() = default;
 
 void StageRunner::make_optimizers() {
   const std::vector<at::Tensor>& params = model_->parameters();
-  if (replication_.make_optimizer) {
+  if (replication_.exchanges) {
     std::vector<at::Tensor> shared, own;
     for (size_t i = 0; i < params.size(); ++i) {
       (model_->is_shared(model_->parameter_names()[i]) ? shared : own).push_back(params[i]);
@@ -72,12 +70,8 @@ void StageRunner::make_optimizers() {
     for (auto* list : {&shared, &own}) {
       if (!list->empty()) optimizers_.push_back(replication_.make_optimizer(*list));
     }
-  } else if (config_.optimizer == StageOptimizer::kSgd) {
-    optimizers_.push_back(std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(config_.lr).momentum(kSgdMomentum).weight_decay(config_.weight_decay)));
   } else {
-    optimizers_.push_back(std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay)));
+    optimizers_.push_back(replication_.make_optimizer(params));
   }
 }
 

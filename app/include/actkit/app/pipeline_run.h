@@ -14,6 +14,7 @@
 #include "actkit/app/run_spec.h"
 #include "actkit/comm/group_config.h"
 #include "actkit/optim/data_parallel_optimizer.h"
+#include "actkit/optim/local_optimizer.h"
 #include "actkit/optim/optimizer_choice.h"
 #include "actkit/pipeline/pipeline_config.h"
 #include "actkit/pipeline/stage_reports.h"
@@ -41,6 +42,8 @@ struct PipelineRunConfig {
   int64_t validation_batches = 8;
   int64_t save_every = 0;  // also checkpoint every N steps
   double aqsgd_warmup_epochs = 1;  // aqsgd: epochs sent in full precision
+  // Each stage's optimizer (pipeline.replicas == 1).
+  optim::LocalOptimizer stage_optimizer = optim::LocalOptimizer::kAdamW;
   // pipeline.replicas > 1: the optimizer across the replicas of a stage
   // and its 1-bit warm-up (steps >= 0, else that fraction of the run).
   optim::OptimizerChoice replica_optimizer;
@@ -57,7 +60,8 @@ struct PipelineRunConfig {
 };
 
 // The stage settings of `config`: config.pipeline with the run spec's
-// model, shape, peak rate, weight decay, seed and level.
+// model, shape, peak rate, weight decay, seed and level, and the name of
+// the optimizer the stages make.
 pipeline::PipelineConfig stage_config(const PipelineRunConfig& config);
 
 // Where a pipeline run started from, recorded in every checkpoint it saves

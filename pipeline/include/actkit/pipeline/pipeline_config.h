@@ -19,19 +19,6 @@
 
 namespace actkit::pipeline {
 
-// The optimizer a stage makes for itself (no Replication::make_optimizer).
-enum class StageOptimizer {
-  kAdamW,  // LibTorch's AdamW
-  kSgd,    // LibTorch's SGD with momentum 0.9 (kSgdMomentum)
-};
-const char* to_string(StageOptimizer optimizer);  // "adamw", "sgd"
-// Throws InvalidInput naming the accepted values.
-StageOptimizer parse_stage_optimizer(const std::string& name);
-bool is_stage_optimizer(const std::string& name);  // one of parse_stage_optimizer's names
-// The common choice for SGD on transformers and CNNs alike; fixed so that
-// every stage and every resumed run steps alike.
-constexpr double kSgdMomentum = 0.9;
-
 // How the gradient of a parameter two stages share (GPT-2's tied
 // embedding) travels between them.
 enum class TiedGradient {
@@ -70,11 +57,10 @@ struct PipelineConfig {
   // Data-parallel copies of the whole pipeline (`actkit pipeline --dp`):
   // replica r runs stage s as rank r·stages + s, on its own share of the data.
   int replicas = 1;
-  // What StageRunner makes without a Replication::make_optimizer.
-  StageOptimizer optimizer = StageOptimizer::kAdamW;
-  // With Replication::make_optimizer: the name of what it makes ("onebit-adam",
-  // ...), compared across ranks and checkpoints in place of `optimizer`.
-  std::string replicated_optimizer;
+  // The name of what the caller's Replication::make_optimizer makes
+  // ("adamw", "sgd", "onebit-adam", ...), compared across ranks and
+  // checkpoints with its rate and weight decay below.
+  std::string optimizer = "adamw";
   double lr = 3e-4;
   double weight_decay = 0.01;
   uint64_t seed = 1;
@@ -89,8 +75,6 @@ struct PipelineConfig {
   void validate() const;
   // Whether a stage keeps error-feedback residuals (checkpoints hold them).
   bool uses_error_feedback() const { return backward_feedback || tied_gradient == TiedGradient::kFeedback; }
-  // The optimizer's name as facts() and checkpoints state it.
-  std::string optimizer_name() const;
   // The settings every rank must agree on, as (name, value) text.
   std::vector<std::pair<std::string, std::string>> facts() const;
 };

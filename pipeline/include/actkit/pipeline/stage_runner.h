@@ -35,16 +35,18 @@ struct StepReport {
 // the optimizers average what the replicas of a stage computed.
 struct Replication {
   int index = 0;
-  // Makes the optimizer of some of this stage's parameters; it must
+  // Makes the optimizer of some of this stage's parameters (required;
+  // config.optimizer names what it makes: optim/ is where optimizers are
+  // made, and pipeline/ does not include it). With `exchanges`, it must
   // average gradients (or momenta) over the replicas of this stage (the
-  // caller's exchange), so that every replica keeps the same weights. The
-  // runner calls it once for the parameters this stage shares with another
-  // stage (GPT-2's tied embedding), when it has any, and once for the rest:
-  // every stage holding a shared parameter then exchanges exactly the same
-  // values and its copies stay equal bit for bit, whatever the exchange
-  // (a 1-bit one included). Unset: AdamW or SGD (config.optimizer), and
-  // config.replicas must be 1; set: config.replicated_optimizer names it.
+  // caller's exchange), so that every replica keeps the same weights, and
+  // the runner calls it once for the parameters this stage shares with
+  // another stage (GPT-2's tied embedding), when it has any, and once for
+  // the rest: every stage holding a shared parameter then exchanges exactly
+  // the same values and its copies stay equal bit for bit, whatever the
+  // exchange (a 1-bit one included). Without: once, for every parameter.
   std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)> make_optimizer;
+  bool exchanges = false;  // required when config.replicas > 1
   // What the optimizers' exchanges put on this rank's wire so far (bytes),
   // for the reports; unset: 0.
   std::function<int64_t()> exchange_bytes;
@@ -52,9 +54,9 @@ struct Replication {
 
 class StageRunner {
  public:
-  // With `replication` (config.replicas > 1, or an optimizer of the
-  // caller's) the data source must be this replica's share, and the
-  // checkpoint holds one optimizer file per replica: see save().
+  // `replication` makes the optimizers; with config.replicas > 1 the data
+  // source must be this replica's share, and the checkpoint holds one
+  // optimizer file per replica: see save().
   //
   // Builds the model (seeded with config.seed, so every rank has the same
   // initial weights), loads `init` if given (a state-dict file, or a
@@ -68,8 +70,8 @@ class StageRunner {
   // boundary's buffers) disagree or one is missing, FormatError for an
   // unreadable checkpoint. `initial` (may be null; not with `resume`): the
   // first weights by name, read by the caller (see StageModel).
-  StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, const std::string& init = "",
-              bool resume = false, Replication replication = {},
+  StageRunner(Communicator& comm, const PipelineConfig& config, BatchSource& data, Replication replication,
+              const std::string& init = "", bool resume = false,
               const std::map<std::string, at::Tensor>* initial = nullptr);
   ~StageRunner();
 
@@ -134,8 +136,8 @@ class StageRunner {
   BatchSource& data_;
   StagePosition at_;
   std::unique_ptr<StageModel> model_;
-  // One, or with Replication::make_optimizer one for the shared parameters
-  // and one for the rest.
+  // One, or with Replication::exchanges one for the shared parameters and
+  // one for the rest.
   StageOptimizers optimizers_;
   Replication replication_;
   StageCheckpoint checkpoint_;
