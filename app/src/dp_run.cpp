@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "actkit/app/dp_checkpoint.h"
 #include "actkit/app/evaluation.h"
 #include "actkit/app/training_loop.h"
 #include "actkit/app/checkpoint_folder.h"
@@ -28,10 +29,6 @@
 
 namespace actkit::app {
 namespace {
-
-std::string optimizer_file(const std::string& dir, int rank, int world) {
-  return c10::str(dir, "/optimizer-rank", rank, "of", world, ".pt");
-}
 
 // Rank 0's floating-point buffers (BatchNorm's running statistics: each
 // rank's saw only its own batches) on every rank, so that every rank
@@ -164,38 +161,12 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
   DpRunResult r;
   r.text = d.text;
   r.start = {world, data->epoch_size(), 0, total, warmup, true, ""};
+  const DpCheckpoint checkpoint(rank, world, settings);
   if (!resume.empty()) {
-    const std::string file = optimizer_file(resume_from, rank, world);
-    if (!files::exists(file)) {
-      throw InvalidInput(c10::str("dp: ", resume_from, " holds no optimizer state for rank ", rank, " of ", world,
-                                  " (", file, "): was it saved by another number of workers?"));
-    }
-    std::optional<std::vector<uint8_t>> controller;
-    std::optional<std::string> saved_settings;
-    const std::string bytes = read_checked_archive(file);  // every record's CRC-32, before use
-    try {
-      torch::serialize::InputArchive archive;
-      archive.load_from(bytes.data(), bytes.size());
-      opt->load(archive);
-      controller = read_controller_state(archive);
-      saved_settings = read_run_settings(archive);
-    } catch (const c10::Error& e) {
-      throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what_without_backtrace()));
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      // LibTorch's errors for a well-formed archive of another thing are not all c10::Errors.
-      throw FormatError(c10::str("dp: ", file, " is not an optimizer state: ", e.what()));
-    }
-    // Checkpoints written before they recorded their settings resume as before.
-    if (saved_settings && *saved_settings != settings) {
-      throw FormatError(c10::str("dp: resume: ", file, " was saved by a run with other settings: ",
-                                 run_settings_difference(*saved_settings, settings)));
-    }
-    if (controller) restore_controller_state(*converted.controller, *controller, c10::str("dp: resume: ", file));
-    r.start.controller_state_restored = controller.has_value();
-    r.start.checkpoint = file;
-    r.start.first_step = opt->steps() + opt->skipped_steps();
+    const DpCheckpoint::Loaded loaded = checkpoint.load(resume_from, *opt, *converted.controller);
+    r.start.controller_state_restored = loaded.controller_restored;
+    r.start.checkpoint = loaded.file;
+    r.start.first_step = loaded.first_step;
     if (r.start.first_step >= total) {
       throw InvalidInput(c10::str("dp: the checkpoint is of step ", r.start.first_step, " of ", total));
     }
@@ -253,18 +224,7 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
   // The checkpoint first: nothing that fails after training loses it.
   if (!run.checkpoint.save.empty()) {
     finish.phase(c10::str("saving to ", run.checkpoint.save), [&] {
-      const std::string folder = begin_step_folder(run.checkpoint.save, total);
-      // The optimizer's state and the level's (rounding counters, bit
-      // budgets, gradient averages: each rank's own), serialized in memory and
-      // written whole (a full disk names the file and leaves the old one).
-      const std::string file = optimizer_file(folder, rank, world);
-      torch::serialize::OutputArchive archive;
-      opt->save(archive);
-      write_controller_state(archive, *converted.controller);
-      write_run_settings(archive, settings);
-      const std::string bytes = archive_bytes(archive);
-      files::write_file_atomic(file, bytes.data(), bytes.size());
-      if (leader) save_state_dict(*model, folder + "/model.pt");
+      checkpoint.save(begin_step_folder(run.checkpoint.save, total), *opt, *converted.controller, *model);
       // Every rank's part is written: then, and only then, the commit.
       at::Tensor written = at::ones({1});
       comm.all_reduce_sum(written, "the checkpoint");

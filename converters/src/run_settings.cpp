@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include "actkit/converters/archive_check.h"
+#include "actkit/core/errors.h"
+
 namespace actkit {
 
 namespace {
@@ -45,6 +48,31 @@ std::optional<std::string> read_run_settings(torch::serialize::InputArchive& arc
   c10::IValue value;
   if (!archive.try_read(kSettingsKey, value)) return std::nullopt;
   return value.toStringRef();
+}
+
+void check_run_settings(const std::string& saved, const std::string& now, const std::string& context,
+                        const std::string& where) {
+  if (saved == now) return;
+  throw FormatError(c10::str(context, ": ", where, " was saved by a run with other settings: ",
+                             run_settings_difference(saved, now)));
+}
+
+void read_checkpoint_archive(const std::string& file, const std::string& context, const std::string& kind,
+                             const std::function<void(torch::serialize::InputArchive&)>& read) {
+  const std::string bytes = read_checked_archive(file);
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes.data(), bytes.size());
+    read(archive);
+  } catch (const c10::Error& e) {
+    throw FormatError(c10::str(context, ": ", file, " is not ", kind, ": ", e.what_without_backtrace()));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // LibTorch's own errors for a well-formed archive of another thing
+    // (torch::jit::ObjectAttributeError for a missing key) are not c10::Errors.
+    throw FormatError(c10::str(context, ": ", file, " is not ", kind, ": ", e.what()));
+  }
 }
 
 }  // namespace actkit

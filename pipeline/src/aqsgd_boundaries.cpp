@@ -6,6 +6,7 @@
 
 #include <c10/util/StringUtil.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "actkit/core/errors.h"
@@ -124,8 +125,8 @@ class AqsgdBoundaries : public StageBoundaries {
     bool failed = false;
     std::string text;
     std::vector<uint8_t> bytes() const {
-      std::vector<uint8_t> b{uint8_t(failed ? 1 : 0)};
-      b.insert(b.end(), text.begin(), text.end());
+      std::vector<uint8_t> b(text.size() + 1, uint8_t(failed ? 1 : 0));
+      std::copy(text.begin(), text.end(), b.begin() + 1);
       return b;
     }
     static SideState parse(const std::vector<uint8_t>& b) {

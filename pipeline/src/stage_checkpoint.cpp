@@ -156,10 +156,7 @@ StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptim
   std::string saved_config;
   int64_t saved_crc = -1;
   std::optional<std::vector<uint8_t>> state;
-  const std::string bytes = read_checked_archive(file);  // every record's CRC-32, before use
-  try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(bytes.data(), bytes.size());
+  const auto read = [&](torch::serialize::InputArchive& archive) {
     if (optimizers.size() == 1) {
       optimizers[0]->load(archive);
     } else {
@@ -191,26 +188,14 @@ StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptim
         loaded.residuals[text.substr(at, end - at)] = e;
       }
     }
-  } catch (const c10::Error& e) {
-    throw FormatError(
-        c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what_without_backtrace()));
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    // LibTorch's own errors for a well-formed archive of another thing
-    // (torch::jit::ObjectAttributeError for a missing key) are not c10::Errors.
-    throw FormatError(c10::str("resume: ", file, " is not an optimizer state of this stage: ", e.what()));
-  }
+  };
+  read_checkpoint_archive(file, "resume", "an optimizer state of this stage", read);
   const std::string weights = parameter_file(dir);
   if (!files::exists(weights) || int64_t(file_crc(weights)) != saved_crc) {
     throw FormatError(c10::str("resume: ", weights, " is not the parameter file saved with ", file,
                                " (missing, or from another save)"));
   }
-  const std::string now = resume_facts(config_);
-  if (saved_config != now) {
-    throw FormatError(c10::str("resume: ", dir, " was saved by a run with other settings: ",
-                               run_settings_difference(saved_config, now)));
-  }
+  check_run_settings(saved_config, resume_facts(config_), "resume", dir);
   if (state) restore_controller_state(controller, *state, c10::str("resume: ", file));
   loaded.controller_restored = state.has_value();
   return loaded;

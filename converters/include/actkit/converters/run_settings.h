@@ -8,6 +8,7 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,5 +33,20 @@ void write_run_settings(torch::serialize::OutputArchive& archive, const std::str
 // (written before checkpoints kept it). Throws c10::Error as InputArchive
 // does for an entry of another type.
 std::optional<std::string> read_run_settings(torch::serialize::InputArchive& archive);
+
+// Throws FormatError "<context>: <where> was saved by a run with other
+// settings: saved a but now b, ..." when `saved` differs from `now`.
+void check_run_settings(const std::string& saved, const std::string& now, const std::string& context,
+                        const std::string& where);
+
+// The reading every training checkpoint's optimizer archive goes through
+// (the stage checkpoint's and `actkit dp`'s): `file`'s records checked
+// (archive_check.h: each CRC-32, before use), loaded, and given to `read`.
+// LibTorch's errors for a well-formed archive of another thing (a
+// c10::Error, or another std::exception such as a missing key's) become
+// FormatError "<context>: FILE is not <kind>: why"; ACTkit's own errors
+// pass as they are.
+void read_checkpoint_archive(const std::string& file, const std::string& context, const std::string& kind,
+                             const std::function<void(torch::serialize::InputArchive&)>& read);
 
 }  // namespace actkit
