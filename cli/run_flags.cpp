@@ -1,5 +1,6 @@
 #include "run_flags.h"
 
+#include "actkit/app/checkpoint_folder.h"
 #include "actkit/core/enum_names.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
@@ -146,6 +147,19 @@ void finish_run_spec(app::RunSpec& run, const std::string& command) {
   if (!c.save_hf.empty()) {
     check_hf_output(c.save_hf, run.model.init, c.save_hf_over_init, command + ": --save-hf");
     files::check_writable_folder(c.save_hf);
+  }
+}
+
+void check_run_outputs(const app::RunSpec& run, RunCommand which) {
+  const app::CheckpointSpec& c = run.checkpoint;
+  if (which == RunCommand::kTrain) {
+    if (!c.save.empty()) files::check_writable_file(c.save);
+    return;
+  }
+  if (!c.resume.empty()) files::FolderLock::check_free(c.resume);
+  if (!c.save.empty()) {
+    app::check_checkpoint_folder(c.save, std::string(which == RunCommand::kDp ? "dp" : "pipeline") + ": --save");
+    files::check_writable_folder(c.save);
   }
 }
 

@@ -32,4 +32,11 @@ void add_run_flags(CLI::App* command, app::RunSpec* run, app::RunCommand which);
 // Throws InvalidInput, FormatError or IoError naming the flag.
 void finish_run_spec(app::RunSpec& run, const std::string& command);
 
+// Before the run spends its time (and before any rank starts): --save may
+// be written (train: a file, written in place or replaced whole; dp and
+// pipeline: a new, empty or ACTkit's checkpoint folder, made if missing)
+// and --resume is no other run's to write. Throws InvalidInput or IoError
+// naming the path.
+void check_run_outputs(const app::RunSpec& run, app::RunCommand which);
+
 }  // namespace actkit::cli

@@ -1,4 +1,5 @@
 #include "actkit/app/generate.h"
+#include "actkit/app/run_spec.h"
 
 #include <torch/torch.h>
 
@@ -61,17 +62,18 @@ GenerateResult generate(const GenerateConfig& c, const std::function<void(const 
   }
   if (c.prompt.empty()) throw InvalidInput("generate: the prompt is empty");
   const at::Device device = parse_run_device(c.device, "generate");
-  const HfModelInfo info = read_hf_config(c.init);
-  if (info.family != HfFamily::kGpt2 && info.family != HfFamily::kLlama) {
+  // The folder's model and tokenizer, opened as the training commands open them.
+  ModelSpec spec;
+  spec.init = c.init;
+  spec.hf = read_hf_config(c.init);
+  spec.zoo = spec.hf->zoo_name;
+  const HfModelInfo& info = *spec.hf;
+  if (!spec.text()) {
     throw InvalidInput(c10::str("generate: ", c.init, " holds a ", info.architecture, ", not a language model"));
   }
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(c.init);
-  if (tokenizer->vocab_size() > info.options.vocab_size) {
-    throw FormatError(c10::str(c.init, ": the tokenizer has ", tokenizer->vocab_size(), " tokens, the model's vocabulary ",
-                               info.options.vocab_size));
-  }
+  const std::shared_ptr<const Tokenizer> tokenizer = open_tokenizer(spec);
   HfLoadReport loaded;
-  std::shared_ptr<ZooModel> model = load_hf_model(info, &loaded);
+  std::shared_ptr<ZooModel> model = open_model(spec, &loaded);
   if (!loaded.fresh.empty()) {
     throw InvalidInput(c10::str("generate: ", c.init, " holds a bare ", info.architecture, " without ",
                                 loaded.fresh.front(), ": it has no trained head to generate with"));

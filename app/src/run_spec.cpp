@@ -31,8 +31,8 @@ void resolve_model(ModelSpec& spec, const std::string& command) {
   spec.hf = std::move(info);
 }
 
-std::shared_ptr<ZooModel> open_model(const ModelSpec& spec) {
-  return spec.hf ? load_hf_model(*spec.hf) : make_model(spec.zoo, spec.options());
+std::shared_ptr<ZooModel> open_model(const ModelSpec& spec, HfLoadReport* report) {
+  return spec.hf ? load_hf_model(*spec.hf, report) : make_model(spec.zoo, spec.options());
 }
 
 std::shared_ptr<const Tokenizer> open_tokenizer(const ModelSpec& spec) {

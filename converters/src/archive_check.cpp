@@ -12,8 +12,8 @@
 
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
-#include "code_check.h"
-#include "pickle_check.h"
+#include "pickle/code_check.h"
+#include "pickle/pickle_check.h"
 
 namespace actkit {
 namespace {

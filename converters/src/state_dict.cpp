@@ -19,7 +19,7 @@
 #include "actkit/converters/archive_check.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
-#include "unpickler.h"
+#include "pickle/unpickler.h"
 
 namespace actkit {
 namespace {

@@ -11,49 +11,98 @@
 
 namespace actkit::pipeline {
 
-const char* to_string(BoundaryCodec::Kind kind) {
-  switch (kind) {
-    case BoundaryCodec::kFp16: return "fp16";
-    case BoundaryCodec::kDirectQ: return "directq";
-    case BoundaryCodec::kTah: return "tah";
-    case BoundaryCodec::kAqsgd: return "aqsgd";
-    case BoundaryCodec::kFp32: break;
-  }
-  return "fp32";
+namespace {
+
+std::vector<uint8_t> encode_fp32(const at::Tensor& x, const BoundaryCodec&, uint64_t) {
+  return encode_raw(x, at::kFloat).serialize();
 }
 
-std::string BoundaryCodec::describe() const {
-  switch (kind) {
-    case kFp32:
-    case kFp16: return to_string(kind);
-    case kDirectQ:
-      return c10::str("directq", bits, stochastic ? "-sr" : "", per_channel ? "-channel" : "",
-                      grid == DirectQGrid::kFull ? "-full" : "");
-    case kTah:
-      return c10::str("tah", bits, "/", bits - 1, stochastic ? "-sr" : "", "-g", tah_group, "-p", tah_high_fraction);
-    case kAqsgd: return c10::str("aqsgd", bits, stochastic ? "-sr" : "", grid == DirectQGrid::kFull ? "-full" : "");
-  }
-  return "?";
+std::vector<uint8_t> encode_fp16(const at::Tensor& x, const BoundaryCodec&, uint64_t) {
+  return encode_raw(x, at::kHalf).serialize();
 }
+
+// directq, and aqsgd's deltas (AqsgdBoundary keeps the state).
+std::vector<uint8_t> encode_directq_codec(const at::Tensor& x, const BoundaryCodec& codec, uint64_t seed) {
+  DirectQOptions o;
+  o.bits = codec.bits;
+  o.stochastic = codec.stochastic;
+  o.per_channel = codec.per_channel;
+  o.grid = codec.grid;
+  o.seed = seed;
+  return encode_directq(x, o).serialize();
+}
+
+std::vector<uint8_t> encode_tah_codec(const at::Tensor& x, const BoundaryCodec& codec, uint64_t seed) {
+  TahOptions o;
+  o.group_size = codec.tah_group;
+  o.high_bits = codec.bits;
+  o.low_bits = codec.bits - 1;
+  o.high_fraction = codec.tah_high_fraction;
+  o.stochastic = codec.stochastic;
+  o.seed = seed;
+  return encode_tah(x, o).serialize();
+}
+
+std::string name_only(const BoundaryCodec& c) { return to_string(c.kind); }
+
+std::string describe_directq(const BoundaryCodec& c) {
+  return c10::str("directq", c.bits, c.stochastic ? "-sr" : "", c.per_channel ? "-channel" : "",
+                  c.grid == DirectQGrid::kFull ? "-full" : "");
+}
+
+std::string describe_tah(const BoundaryCodec& c) {
+  return c10::str("tah", c.bits, "/", c.bits - 1, c.stochastic ? "-sr" : "", "-g", c.tah_group, "-p",
+                  c.tah_high_fraction);
+}
+
+std::string describe_aqsgd(const BoundaryCodec& c) {
+  return c10::str("aqsgd", c.bits, c.stochastic ? "-sr" : "", c.grid == DirectQGrid::kFull ? "-full" : "");
+}
+
+// The boundary codecs, one entry each: the name (the enum table of
+// core/enum_names.h), what the codec quantizes with, how it names its
+// settings and how it encodes. A new codec is one entry here, its Kind, its
+// encoder in core/ and, if it keeps state across steps, a StageBoundaries
+// kind (stage_boundaries.h).
+struct CodecEntry {
+  BoundaryCodec::Kind value;
+  const char* name;
+  bool quantizes;      // takes `bits` (2..8) and rounds (stochastic rounding applies)
+  bool directq_grid;   // DirectQ's grid and scales (directq, and aqsgd's deltas)
+  bool per_channel;    // one scale per hidden channel by default (the authors' delta quantizer)
+  std::string (*describe)(const BoundaryCodec& codec);
+  std::vector<uint8_t> (*encode)(const at::Tensor& x, const BoundaryCodec& codec, uint64_t seed);
+};
+constexpr CodecEntry kCodecs[] = {
+    {BoundaryCodec::kFp32, "fp32", false, false, false, name_only, encode_fp32},
+    {BoundaryCodec::kFp16, "fp16", false, false, false, name_only, encode_fp16},
+    {BoundaryCodec::kDirectQ, "directq", true, true, false, describe_directq, encode_directq_codec},
+    {BoundaryCodec::kTah, "tah", true, false, false, describe_tah, encode_tah_codec},
+    {BoundaryCodec::kAqsgd, "aqsgd", true, true, true, describe_aqsgd, encode_directq_codec},
+};
+
+const CodecEntry& entry_of(BoundaryCodec::Kind kind) {
+  for (const CodecEntry& e : kCodecs) {
+    if (e.value == kind) return e;
+  }
+  throw InvalidInput(c10::str("boundary codec ", int(kind), ": no such codec"));
+}
+
+}  // namespace
+
+const char* to_string(BoundaryCodec::Kind kind) { return enum_name(kCodecs, kind); }
+
+std::string BoundaryCodec::describe() const { return entry_of(kind).describe(*this); }
 
 BoundaryCodec parse_boundary_codec(const std::string& name, int bits) {
   BoundaryCodec c;
-  if (name == "fp32") {
-    c.kind = BoundaryCodec::kFp32;
-    return c;
-  }
-  if (name == "fp16") {
-    c.kind = BoundaryCodec::kFp16;
-    return c;
-  }
-  if (name == "directq" || name == "tah" || name == "aqsgd") {
-    if (bits < 2 || bits > 8) throw InvalidInput(c10::str(name, ": bits must be in 2..8, got ", bits));
-    c.kind = name == "tah" ? BoundaryCodec::kTah : name == "aqsgd" ? BoundaryCodec::kAqsgd : BoundaryCodec::kDirectQ;
-    c.bits = bits;
-    c.per_channel = c.kind == BoundaryCodec::kAqsgd;  // the authors' delta quantizer: a scale per hidden channel
-    return c;
-  }
-  throw InvalidInput(c10::str("codec '", name, "': expected fp32, fp16, directq, tah or aqsgd"));
+  c.kind = parse_enum(kCodecs, name, "codec");
+  const CodecEntry& e = entry_of(c.kind);
+  if (!e.quantizes) return c;
+  if (bits < 2 || bits > 8) throw InvalidInput(c10::str(name, ": bits must be in 2..8, got ", bits));
+  c.bits = bits;
+  c.per_channel = e.per_channel;
+  return c;
 }
 
 namespace {
@@ -68,8 +117,8 @@ BoundaryCodecs boundary_codecs(const BoundaryChoice& choice) {
   BoundaryCodecs c;
   c.forward = parse_boundary_codec(choice.codec, choice.fw_bits);
   const BoundaryCodec::Kind fw = c.forward.kind;
-  const bool compressed = fw == BoundaryCodec::kDirectQ || fw == BoundaryCodec::kTah || fw == BoundaryCodec::kAqsgd;
-  const bool fw_directq = fw == BoundaryCodec::kDirectQ || fw == BoundaryCodec::kAqsgd;
+  const bool compressed = entry_of(fw).quantizes;
+  const bool fw_directq = entry_of(fw).directq_grid;
   c.backward = parse_boundary_codec(compressed ? "directq" : choice.codec, choice.bw_bits);
   if (choice.grid != DirectQGrid::kSymmetric && !fw_directq) {
     throw InvalidInput(c10::str("--grid ", to_string(choice.grid), ": only directq and aqsgd activations have a grid"));
@@ -102,31 +151,7 @@ BoundaryCodecs boundary_codecs(const BoundaryChoice& choice) {
 }
 
 std::vector<uint8_t> encode_boundary(const at::Tensor& x, const BoundaryCodec& codec, uint64_t seed) {
-  switch (codec.kind) {
-    case BoundaryCodec::kFp32: return encode_raw(x, at::kFloat).serialize();
-    case BoundaryCodec::kFp16: return encode_raw(x, at::kHalf).serialize();
-    case BoundaryCodec::kDirectQ:
-    case BoundaryCodec::kAqsgd: {
-      DirectQOptions o;
-      o.bits = codec.bits;
-      o.stochastic = codec.stochastic;
-      o.per_channel = codec.per_channel;
-      o.grid = codec.grid;
-      o.seed = seed;
-      return encode_directq(x, o).serialize();
-    }
-    case BoundaryCodec::kTah: {
-      TahOptions o;
-      o.group_size = codec.tah_group;
-      o.high_bits = codec.bits;
-      o.low_bits = codec.bits - 1;
-      o.high_fraction = codec.tah_high_fraction;
-      o.stochastic = codec.stochastic;
-      o.seed = seed;
-      return encode_tah(x, o).serialize();
-    }
-  }
-  throw InvalidInput("encode_boundary: unknown codec");
+  return entry_of(codec.kind).encode(x, codec, seed);
 }
 
 at::Tensor decode_boundary(const std::vector<uint8_t>& bytes, const std::string& where,

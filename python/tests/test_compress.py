@@ -171,7 +171,7 @@ def test_l2_holds_less_activation_memory_than_plain():
 
 
 def splitmix_activations(rows, cols, seed):
-    """tests/test_payload_digests.cpp's activations(): the same float32 values."""
+    """tests/core/test_payload_digests.cpp's activations(): the same float32 values."""
     mask = (1 << 64) - 1
     state = seed
 

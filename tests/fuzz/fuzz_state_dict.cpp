@@ -33,7 +33,7 @@
 #include "actkit/converters/state_dict.h"
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
-#include "pickle_check.h"  // converters/src: which records are pickles
+#include "pickle/pickle_check.h"  // converters/src: which records are pickles
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/oracle/fixtures/small.safetensors and tests/oracle/fixtures/sharded/:
 files as Python's safetensors package writes them, read by
-tests/test_safetensors.cpp. They are committed, so that the unit tests check
+tests/models/test_safetensors.cpp. They are committed, so that the unit tests check
 the C++ reader against the reference writer without needing Python at test
 time; run this again (with torch and safetensors) only to regenerate them.
 

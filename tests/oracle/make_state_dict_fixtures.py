@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/oracle/fixtures/*.pt: small files as Python's torch.save writes
-them, read by tests/test_state_dict.cpp. They are committed, so that the unit
+them, read by tests/models/test_state_dict.cpp. They are committed, so that the unit
 tests check the C++ reader against real Python output without needing Python
 at test time; run this again (with python3-torch) only to regenerate them.
 

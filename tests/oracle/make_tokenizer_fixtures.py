@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/oracle/fixtures/tokenizers/: small tokenizers in the layouts of
 Hugging Face model folders, and the ids the reference libraries give for hard
-strings and whole fortune files, read by tests/test_tokenizer.cpp. They are
+strings and whole fortune files, read by tests/text/test_tokenizer.cpp. They are
 committed, so that the unit tests check the C++ tokenizers against the
 reference without Python at test time; run this again only to regenerate them:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference outputs of torchvision's CNNs, for tests/test_torchvision_oracle.cpp.
+"""Reference outputs of torchvision's CNNs, for tests/models/test_torchvision_oracle.cpp.
 
 For one model, builds torchvision's version with random weights, gives every
 batch norm non-trivial statistics and affine parameters (torchvision

@@ -7,7 +7,7 @@
 // read what these patterns use alike: \s as Unicode's White_Space, \p{L} and
 // \p{N}, look-ahead, case-insensitive groups with simple case folding (so
 // (?i:'s) takes "'S" and "'ſ" but not "'İ"); the fixtures of
-// tests/test_tokenizer.cpp check it against the package.
+// tests/text/test_tokenizer.cpp check it against the package.
 #pragma once
 
 #include <unicode/regex.h>

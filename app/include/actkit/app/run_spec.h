@@ -48,9 +48,10 @@ struct ModelSpec {
 void resolve_model(ModelSpec& spec, const std::string& command);
 
 // The model with its first weights, in fp32 on the CPU: the folder's
-// (spec resolved), or the zoo's at spec.options(), drawn from LibTorch's
-// generator as the caller seeded it.
-std::shared_ptr<ZooModel> open_model(const ModelSpec& spec);
+// (spec resolved; `report`, when given, says what was read), or the zoo's
+// at spec.options(), drawn from LibTorch's generator as the caller seeded
+// it.
+std::shared_ptr<ZooModel> open_model(const ModelSpec& spec, HfLoadReport* report = nullptr);
 
 // The folder's tokenizer (null without a folder), checked against the
 // model's vocabulary. Throws FormatError naming the folder when the

@@ -21,7 +21,7 @@ std::string archive_bytes(torch::serialize::OutputArchive& archive);
 // bounded pieces, to exactly the size recorded), and its bytes matching the
 // CRC-32 the archive recorded. Every pickle record (data.pkl, constants.pkl,
 // code/*.debug_pkl) is then walked without building a value
-// (converters/src/pickle_check.h), so that no unpickler, LibTorch's
+// (converters/src/pickle/pickle_check.h), so that no unpickler, LibTorch's
 // unbounded one included, meets values nested more than 64 deep, a stack
 // that underflows, a memo entry never stored, or a storage its record does
 // not hold. Throws FormatError naming `path` (and the record) for anything

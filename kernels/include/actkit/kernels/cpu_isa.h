@@ -6,7 +6,7 @@
 // The environment variable ACTKIT_CPU_KERNELS=scalar|avx2|avx512 (or auto)
 // forces a path, for tests and measurements; a path this machine cannot run
 // falls back to the best one it can, with one line on stderr. Every path
-// writes the same bytes (tests/test_cpu_isa.cpp).
+// writes the same bytes (tests/kernels/test_cpu_isa.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// One rank of a multi-process data-parallel test (tests/test_data_parallel.cpp
+// One rank of a multi-process data-parallel test (tests/distributed/test_data_parallel.cpp
 // starts two to four of these with RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT set). Each scenario exits 0 when everything it checked held,
 // 3 when it caught the CommError it was meant to see, 1 otherwise (the

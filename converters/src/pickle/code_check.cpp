@@ -1,4 +1,4 @@
-#include "code_check.h"
+#include "pickle/code_check.h"
 
 #include <c10/util/StringUtil.h>
 
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "actkit/core/errors.h"
-#include "pickle_check.h"  // kMaxPickleNesting
+#include "pickle/pickle_check.h"  // kMaxPickleNesting
 
 namespace actkit {
 namespace {

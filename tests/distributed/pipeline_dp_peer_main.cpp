@@ -1,5 +1,5 @@
 // One rank of a pipeline test with data-parallel replicas
-// (tests/test_pipeline.cpp starts STAGES × REPLICAS of them): the small
+// (tests/distributed/test_pipeline.cpp starts STAGES × REPLICAS of them): the small
 // GPT-2 of pipeline_test_model.h on synthetic tokens, MICRO micro-batches
 // per replica and step, a data-parallel optimizer across the replicas of
 // each stage. Afterwards every rank writes its parameters to

@@ -1,4 +1,4 @@
-// One stage of a pipeline test (tests/test_pipeline.cpp starts one per
+// One stage of a pipeline test (tests/distributed/test_pipeline.cpp starts one per
 // stage with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set): a small GPT-2
 // on synthetic tokens, trained for a few steps; every stage then saves its
 // checkpoint to OUT, and rank 0 writes the step losses to OUT/losses. A

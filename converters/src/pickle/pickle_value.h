@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "pickle_check.h"
+#include "pickle/pickle_check.h"
 
 namespace actkit::pickle {
 

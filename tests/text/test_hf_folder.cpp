@@ -1,6 +1,6 @@
 // Hugging Face folders without transformers: what a bad folder gets (an
 // error naming the file and the key or tensor), and what a save gives back.
-// The comparison with transformers itself is tests/test_hf_oracle.cpp.
+// The comparison with transformers itself is tests/text/test_hf_oracle.cpp.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

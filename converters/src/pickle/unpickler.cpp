@@ -1,4 +1,4 @@
-#include "unpickler.h"
+#include "pickle/unpickler.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "actkit/core/errors.h"
-#include "pickle_check.h"
-#include "pickle_value.h"
+#include "pickle/pickle_check.h"
+#include "pickle/pickle_value.h"
 
 namespace actkit {
 namespace {

@@ -14,7 +14,6 @@
 #include "progress.h"
 #include "run_flags.h"
 #include "commands.h"
-#include "actkit/hf/hf_folder.h"
 #include "actkit/measure/level_memory.h"
 #include "actkit/app/model_defaults.h"
 #include "actkit/measure/run_device.h"
@@ -38,7 +37,7 @@ void run_train(TrainArgs& a) {
   const app::ModelSpec& m = run.model;
   const bool text = m.text();
   // Output paths before the run spends its time.
-  if (!run.checkpoint.save.empty()) files::check_writable_file(run.checkpoint.save);
+  check_run_outputs(run, app::RunCommand::kTrain);
   if (!a.json_path.empty()) files::check_writable_file(a.json_path);
   parse_run_device(c.device, "train");
   const DataSet set = app::data_set(run);

@@ -1,4 +1,4 @@
-// comm/: real processes (tests/comm_peer_main.cpp) on loopback, joined by
+// comm/: real processes (tests/distributed/comm_peer_main.cpp) on loopback, joined by
 // c10d's TCPStore and Gloo; and the link arithmetic on its own.
 #include <gtest/gtest.h>
 #include <torch/version.h>

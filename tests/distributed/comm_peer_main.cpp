@@ -1,4 +1,4 @@
-// One rank of a multi-process comm test (tests/test_comm.cpp starts two to
+// One rank of a multi-process comm test (tests/distributed/test_comm.cpp starts two to
 // four of these with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set). Each
 // scenario exits 0 when everything it checked held, 3 when it caught the
 // CommError it was meant to see, 1 otherwise (with the reason on stderr).

@@ -16,7 +16,7 @@
 #include <map>
 #include <string>
 
-#include "code_check.h"
+#include "pickle/code_check.h"
 
 namespace actkit {
 

@@ -1,4 +1,4 @@
-#include "pickle_value.h"
+#include "pickle/pickle_value.h"
 
 #include <c10/util/StringUtil.h>
 

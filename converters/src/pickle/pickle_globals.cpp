@@ -1,5 +1,5 @@
 // What the pickle check knows of the globals torch.save and LibTorch write.
-#include "pickle_globals.h"
+#include "pickle/pickle_globals.h"
 
 #include <map>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "pickle_check.h"
+#include "pickle/pickle_check.h"
 
 #include <c10/util/ArrayRef.h>
 #include <c10/util/StringUtil.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "actkit/core/errors.h"
-#include "pickle_globals.h"
+#include "pickle/pickle_globals.h"
 
 namespace actkit {
 namespace {

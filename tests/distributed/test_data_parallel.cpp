@@ -1,6 +1,6 @@
 // The 1-bit codec, the compressed allreduce and the data-parallel
 // optimizers: in this process (a group of one), and as 2-4 real ranks over
-// Gloo on loopback (tests/dp_peer_main.cpp).
+// Gloo on loopback (tests/distributed/dp_peer_main.cpp).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -14,8 +14,6 @@
 #include <cstdlib>
 #include <memory>
 
-#include "actkit/app/checkpoint_folder.h"
-#include "actkit/hf/hf_folder.h"
 #include "actkit/app/model_defaults.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/core/errors.h"
@@ -93,12 +91,7 @@ void finish_config(PipelineFlags& f) {
   r.validate();
   // Before the run spends its time (and before any rank starts).
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
-  const app::CheckpointSpec& ckpt = r.run.checkpoint;
-  if (!ckpt.resume.empty()) files::FolderLock::check_free(ckpt.resume);
-  if (!ckpt.save.empty()) {
-    app::check_checkpoint_folder(ckpt.save, "pipeline: --save");
-    files::check_writable_folder(ckpt.save);
-  }
+  check_run_outputs(r.run, app::RunCommand::kPipeline);
 }
 
 void print_results(const PipelineFlags& f, const app::PipelineRunResult& r) {

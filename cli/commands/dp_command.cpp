@@ -11,8 +11,6 @@
 #include <memory>
 
 #include "actkit/app/dp_run.h"
-#include "actkit/app/checkpoint_folder.h"
-#include "actkit/hf/hf_folder.h"
 #include "actkit/core/errors.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -48,12 +46,7 @@ void finish_config(DpFlags& f) {
   if (!f.json_path.empty()) files::check_writable_file(f.json_path);
   if (!f.trace_path.empty()) files::check_writable_file(f.trace_path);
   r.trace_updates = !f.trace_path.empty();
-  const app::CheckpointSpec& ckpt = r.run.checkpoint;
-  if (!ckpt.resume.empty()) files::FolderLock::check_free(ckpt.resume);
-  if (!ckpt.save.empty()) {
-    app::check_checkpoint_folder(ckpt.save, "dp: --save");
-    files::check_writable_folder(ckpt.save);
-  }
+  check_run_outputs(r.run, app::RunCommand::kDp);
 }
 
 void print_results(const DpFlags& f, const app::DpRunResult& r) {
