@@ -125,10 +125,13 @@ void add_training_flags(CLI::App* command, app::RunSpec* run, RunCommand which) 
           "Weight decay (default: train 5e-4 for images, 0.01 for text; dp 0; pipeline 0.01)")
       ->check(kNonNegativeNumber);
   command->add_option("--seed", run->seed, "Seed for weights, data order and rounding")->capture_default_str();
-  command->add_option("--epochs", run->epochs, "Passes over the training examples (a fraction ends within one)")
+  CLI::Option* epochs =
+      command->add_option("--epochs", run->epochs, "Passes over the training examples (a fraction ends within one)")
+          ->check(kPositiveNumber)
+          ->capture_default_str();
+  command->add_option("--steps", run->steps, "Optimizer steps (instead of --epochs)")
       ->check(kPositiveNumber)
-      ->capture_default_str();
-  command->add_option("--steps", run->steps, "Optimizer steps (instead of --epochs)")->check(kPositiveNumber);
+      ->excludes(epochs);
   command->add_flag("--allow-non-finite", run->allow_non_finite,
                     "Train on past a NaN or infinite loss (default: stop, naming the step)");
 }
@@ -140,25 +143,25 @@ void add_run_flags(CLI::App* command, app::RunSpec* run, RunCommand which) {
   add_training_flags(command, run, which);
 }
 
-void finish_run_spec(app::RunSpec& run, const std::string& command) {
-  app::resolve_model(run.model, command);
-  app::check_run_spec(run, command);
-  const app::CheckpointSpec& c = run.checkpoint;
-  if (!c.save_hf.empty()) {
-    check_hf_output(c.save_hf, run.model.init, c.save_hf_over_init, command + ": --save-hf");
-    files::check_writable_folder(c.save_hf);
-  }
+void finish_run_spec(app::RunSpec& run, RunCommand which) {
+  app::resolve_model(run.model, to_string(which), which == RunCommand::kPipeline);
+  app::check_run_spec(run, to_string(which));
 }
 
 void check_run_outputs(const app::RunSpec& run, RunCommand which) {
   const app::CheckpointSpec& c = run.checkpoint;
+  const std::string command = to_string(which);
+  if (!c.save_hf.empty()) {
+    check_hf_output(c.save_hf, run.model.init, c.save_hf_over_init, command + ": --save-hf");
+    files::check_writable_folder(c.save_hf);
+  }
   if (which == RunCommand::kTrain) {
     if (!c.save.empty()) files::check_writable_file(c.save);
     return;
   }
   if (!c.resume.empty()) files::FolderLock::check_free(c.resume);
   if (!c.save.empty()) {
-    app::check_checkpoint_folder(c.save, std::string(which == RunCommand::kDp ? "dp" : "pipeline") + ": --save");
+    app::check_checkpoint_folder(c.save, command + ": --save");
     files::check_writable_folder(c.save);
   }
 }

@@ -27,16 +27,16 @@ void add_training_flags(CLI::App* command, app::RunSpec* run, app::RunCommand wh
 void add_run_flags(CLI::App* command, app::RunSpec* run, app::RunCommand which);
 
 // Before anything runs: reads a Hugging Face --init folder's config.json
-// (once), checks the spec (app::check_run_spec), and checks that the output
-// paths may be written: --save-hf (app::check_hf_output; made if missing).
-// Throws InvalidInput, FormatError or IoError naming the flag.
-void finish_run_spec(app::RunSpec& run, const std::string& command);
+// (once) and checks the spec (app::check_run_spec). Throws InvalidInput or
+// FormatError naming the flag.
+void finish_run_spec(app::RunSpec& run, app::RunCommand which);
 
-// Before the run spends its time (and before any rank starts): --save may
-// be written (train: a file, written in place or replaced whole; dp and
-// pipeline: a new, empty or ACTkit's checkpoint folder, made if missing)
-// and --resume is no other run's to write. Throws InvalidInput or IoError
-// naming the path.
+// Last, once every setting is checked, before the run spends its time (and
+// before any rank starts): --save may be written (train: a file, written in
+// place or replaced whole; dp and pipeline: a new, empty or ACTkit's
+// checkpoint folder, made if missing), --save-hf too (hf/hf_output.h; made
+// if missing), and --resume is no other run's to write. Throws InvalidInput
+// or IoError naming the path.
 void check_run_outputs(const app::RunSpec& run, app::RunCommand which);
 
 }  // namespace actkit::cli

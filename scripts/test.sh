@@ -215,7 +215,8 @@ smoke() {
     "generate --init $b --seed -1" "pipeline --micro-batches 1000000000" "pipeline --steps 1 --vocab 10" \
     "dp --model gpt2 --data synthetic --steps 1 --workers 100000" "pipeline --steps 1 --optimizer adam --stages 2 --dp 60000" \
     "dp --model gpt2 --data synthetic --steps 1 --batch 100000000" "pipeline --steps 1 --micro-batch-size 100000000" \
-    "dp --model gpt2 --data synthetic --steps 4 --lr-warmup-steps 4" "train --lr-warmup-steps -1"; do
+    "dp --model gpt2 --data synthetic --steps 4 --lr-warmup-steps 4" "train --lr-warmup-steps -1" \
+    "pipeline --steps 2 --epochs 1"; do
     flag=$(grep -o -- '--[a-z-]* [0-9-]*$' <<<"$refused" | cut -d' ' -f1)
     # shellcheck disable=SC2086
     if $b/bin/actkit $refused >/dev/null 2>$b/refused.err; then

@@ -76,7 +76,7 @@ void DpRunConfig::validate() const {
   check_run_spec(run, "dp");
   const ModelSpec& m = run.model;
   if (!m.init.empty() && !m.hf) {
-    throw InvalidInput(c10::str("dp: --init ", m.init, ": not a Hugging Face folder (or not read yet: resolve_model)"));
+    throw InvalidInput(c10::str("dp: --init ", m.init, ": its config.json is not read yet (resolve_model first)"));
   }
   const ModelOptions options = m.options();
   check_link_backend(link, group.backend);

@@ -88,7 +88,8 @@ GenerateResult generate(const GenerateConfig& c, const std::function<void(const 
   r.prompt_tokens = tokenizer->encode_with_special_tokens(c.prompt);
   if (r.prompt_tokens.empty()) throw InvalidInput("generate: the prompt makes no tokens");
   // The folder's end-of-text ids and the tokenizer's own.
-  std::set<int64_t> eos(info.end_ids.begin(), info.end_ids.end());
+  const std::vector<int64_t> end_ids = hf_end_ids(info);
+  std::set<int64_t> eos(end_ids.begin(), end_ids.end());
   if (tokenizer->eos_id()) eos.insert(*tokenizer->eos_id());
   at::Generator gen = at::detail::createCPUGenerator(c.seed);
   std::vector<int64_t> context = r.prompt_tokens;

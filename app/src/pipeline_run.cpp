@@ -77,6 +77,7 @@ void resolve_pipeline_model(PipelineRunConfig& config) {
   const std::string& resume = config.run.checkpoint.resume;
   nlohmann::json origin;
   std::string file;
+  const bool init_given = !m.init.empty();
   if (!resume.empty()) {
     file = committed_folder(resume) + kOrigin;
     if (!files::exists(file)) {
@@ -104,10 +105,11 @@ void resolve_pipeline_model(PipelineRunConfig& config) {
       m.init = folder;
     }
   }
-  resolve_model(m, "pipeline");
+  resolve_model(m, "pipeline", /*checkpoint_init=*/true);
   if (!origin.is_null() && folder_config(*m.hf) != origin["config"]) {
     throw InvalidInput(c10::str("pipeline: --resume ", resume, " started from a model whose config.json (in ", file,
-                                ") differs from ", m.init, "/config.json: give the folder it started from with --init"));
+                                ") differs from ", m.init, "/config.json",
+                                init_given ? "" : ": give the folder it started from with --init"));
   }
 }
 

@@ -16,8 +16,8 @@ ModelOptions ModelSpec::options() const { return hf ? hf->options : training_mod
 
 std::string ModelSpec::describe() const { return hf ? c10::str(init, " (", hf->architecture, ")") : zoo; }
 
-void resolve_model(ModelSpec& spec, const std::string& command) {
-  if (spec.hf || spec.init.empty() || !is_hf_folder(spec.init)) return;
+void resolve_model(ModelSpec& spec, const std::string& command, bool checkpoint_init) {
+  if (spec.hf || spec.init.empty() || (checkpoint_init && !is_hf_folder(spec.init))) return;
   HfModelInfo info = read_hf_config(spec.init);
   if (!is_language_model(info.zoo_name)) {
     throw InvalidInput(c10::str(command, ": --init ", spec.init, ": ", info.architecture,
@@ -37,7 +37,7 @@ std::shared_ptr<ZooModel> open_model(const ModelSpec& spec, HfLoadReport* report
 
 std::shared_ptr<const Tokenizer> open_tokenizer(const ModelSpec& spec) {
   if (!spec.hf) return nullptr;
-  std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer(spec.init);
+  std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer(spec.init, &spec.hf->config_json);
   if (tokenizer->vocab_size() > spec.hf->options.vocab_size) {
     throw FormatError(c10::str(spec.init, ": the tokenizer has ", tokenizer->vocab_size(),
                                " tokens, the model's vocabulary ", spec.hf->options.vocab_size));
@@ -63,6 +63,15 @@ DataOptions data_options(const RunSpec& spec) {
   d.seed = spec.seed;
   d.tokenizer = open_tokenizer(spec.model);
   return d;
+}
+
+const char* to_string(RunCommand command) {
+  switch (command) {
+    case RunCommand::kTrain: return "train";
+    case RunCommand::kDp: return "dp";
+    case RunCommand::kPipeline: return "pipeline";
+  }
+  return "?";
 }
 
 RunSpec default_run_spec(RunCommand command) {

@@ -34,7 +34,7 @@ struct DpFlags {
 
 void finish_config(DpFlags& f) {
   app::DpRunConfig& r = f.run;
-  finish_run_spec(r.run, "dp");
+  finish_run_spec(r.run, app::RunCommand::kDp);
   const double backoff = r.optimizer.backoff_factor;  // the flag's, before the name sets the rest
   r.optimizer = optim::parse_optimizer_choice(f.optimizer);
   r.optimizer.backoff_factor = backoff;

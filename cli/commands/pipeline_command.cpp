@@ -52,7 +52,7 @@ void finish_config(PipelineFlags& f) {
   // A run resumed from a start of a Hugging Face folder: that folder again.
   // A folder names its model and shape (its tokenizer makes the tokens).
   app::resolve_pipeline_model(r);
-  finish_run_spec(r.run, "pipeline");
+  finish_run_spec(r.run, app::RunCommand::kPipeline);
   c.schedule = pipeline::parse_schedule(f.schedule);
   f.boundary.grid = pipeline::parse_directq_grid(f.grid);
   f.boundary.fw_per_channel = parse_scale(f.scale, "--scale");

@@ -33,7 +33,7 @@ void run_train(TrainArgs& a) {
   app::RunSpec& run = c.run;
   // Before the banner: a typo gets only the error. A Hugging Face folder
   // names its own model (its config.json is read here, once).
-  finish_run_spec(run, "train");
+  finish_run_spec(run, app::RunCommand::kTrain);
   const app::ModelSpec& m = run.model;
   const bool text = m.text();
   // Output paths before the run spends its time.

@@ -326,6 +326,13 @@ void add_end_ids(const json& j, std::vector<int64_t>& ids) {
 
 }  // namespace
 
+std::vector<int64_t> hf_end_ids(const HfModelInfo& info) {
+  std::vector<int64_t> ids = info.end_ids;
+  const std::string generation = info.dir + "/generation_config.json";
+  if (files::is_regular_file(generation)) add_end_ids(read_hf_json(generation), ids);
+  return ids;
+}
+
 bool is_hf_folder(const std::string& path) {
   return files::is_directory(path) && files::is_regular_file(path + "/config.json");
 }
@@ -369,8 +376,6 @@ HfModelInfo read_hf_config(const std::string& dir) {
   k->read(c, m);
   m.dir = dir;
   add_end_ids(j, m.end_ids);
-  const std::string generation = dir + "/generation_config.json";
-  if (files::is_regular_file(generation)) add_end_ids(read_hf_json(generation), m.end_ids);
   const double parameters = hf_parameter_estimate(m);
   if (parameters > kMaxParameters) {
     throw FormatError(c10::str(file, ": its shape makes about ", parameters, " parameters, more than the ",

@@ -7,6 +7,8 @@
 #include "actkit/app/train_driver.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
+#include "actkit/text/tokenizer.h"
+#include "test_paths.h"
 #include "test_util.h"
 
 using namespace actkit;
@@ -93,6 +95,39 @@ TEST(RunSpec, AFoldersConfigIsReadOnceAndNamesTheModel) {
   long_text.init = hf;
   long_text.shape.seq_len = 65;
   EXPECT_THROW(app::resolve_model(long_text, "train"), InvalidInput);
+  // An --init that is no folder of a model: refused (train trained a zoo
+  // model from scratch instead), unless the command also starts from
+  // checkpoints (pipeline), which then reads it itself.
+  app::ModelSpec typo;
+  typo.init = dir.path() + "/modle";
+  EXPECT_THROW(app::resolve_model(typo, "train"), FormatError);
+  EXPECT_NO_THROW(app::resolve_model(typo, "pipeline", /*checkpoint_init=*/true));
+  EXPECT_FALSE(typo.hf.has_value());
+}
+
+// The tokenizer takes the special ids from the config.json read once (a
+// file changed or broken since is not read again), and only generation
+// reads generation_config.json (a broken one stops no training).
+TEST(RunSpec, TheTokenizerAndTrainingReadNothingTwice) {
+  test::TempDir dir;
+  const std::string hf = dir.path() + "/model";
+  files::create_directories(hf);
+  const std::string config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+    "activation_function": "gelu_new", "vocab_size": 1504, "n_positions": 64, "n_embd": 16, "n_layer": 1,
+    "n_head": 2, "n_inner": null, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": true, "eos_token_id": 1000})";
+  files::write_file_atomic(hf + "/config.json", config.data(), config.size());
+  files::copy_file(std::string(ACTKIT_TOKENIZER_FIXTURES) + "/gpt2/tokenizer.json", hf + "/tokenizer.json");
+  const std::string broken = "{not json";
+  files::write_file_atomic(hf + "/generation_config.json", broken.data(), broken.size());
+  app::ModelSpec m;
+  m.init = hf;
+  m.shape.seq_len = 16;
+  ASSERT_NO_THROW(app::resolve_model(m, "train"));
+  EXPECT_THROW(hf_end_ids(*m.hf), FormatError);  // generate alone reads it
+  files::write_file_atomic(hf + "/config.json", broken.data(), broken.size());
+  const auto tokenizer = app::open_tokenizer(m);
+  ASSERT_TRUE(tokenizer->eos_id().has_value());
+  EXPECT_EQ(*tokenizer->eos_id(), 1000);
 }
 
 // --epochs 0.5 of 64 examples at batch 16: two steps, one evaluation.

@@ -1,4 +1,4 @@
-// app/training_data.h: the one stream of examples `train`, `dp` and the
+// data/training_data.h: the one stream of examples `train`, `dp` and the
 // pipeline's stages read.
 #include <gtest/gtest.h>
 

@@ -42,8 +42,9 @@ std::string read_bounded_file(const std::string& path) {
   return bytes;
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  const std::string bytes = read_bounded_file(path);
+nlohmann::json read_json_file(const std::string& path) { return parse_json_text(read_bounded_file(path), path); }
+
+nlohmann::json parse_json_text(const std::string& bytes, const std::string& path) {
   const auto depth_bound = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
     if (depth > kMaxDepth) throw FormatError(path + ": JSON nested deeper than " + std::to_string(kMaxDepth));
     return true;

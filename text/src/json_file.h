@@ -23,4 +23,7 @@ std::string read_bounded_file(const std::string& path);
 // (nesting deeper than 64 included).
 nlohmann::json read_json_file(const std::string& path);
 
+// The same for `bytes`, the content of the file `path` read already.
+nlohmann::json parse_json_text(const std::string& bytes, const std::string& path);
+
 }  // namespace actkit::text

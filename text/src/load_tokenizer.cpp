@@ -13,7 +13,7 @@
 
 namespace actkit {
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const std::string* config_json) {
   const std::string json_path = dir + "/tokenizer.json";
   const std::string model_path = dir + "/tokenizer.model";
   const bool has_model = files::is_regular_file(model_path);
@@ -40,12 +40,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
       if (!has_model) throw;
       tokenizer = std::make_unique<text::SentencePieceTokenizer>(model_path);
     }
-    text::read_special_ids(dir, *tokenizer);
+    text::read_special_ids(dir, *tokenizer, config_json);
     tokenizer->set_special_token_template(std::move(special));
   } else if (has_model) {
     tokenizer = std::make_unique<text::SentencePieceTokenizer>(model_path);
     const std::optional<int64_t> own_bos = tokenizer->bos_id(), own_eos = tokenizer->eos_id();
-    const text::NamedSpecialIds named = text::read_special_ids(dir, *tokenizer);
+    const text::NamedSpecialIds named = text::read_special_ids(dir, *tokenizer, config_json);
     tokenizer->set_special_token_template(text::read_config_template(dir, named.bos ? named.bos : own_bos,
                                                                      named.eos ? named.eos : own_eos));
   } else {

@@ -47,11 +47,12 @@ json read_object(const std::string& path) {
 
 }  // namespace
 
-NamedSpecialIds read_special_ids(const std::string& dir, ModelTokenizer& tokenizer) {
+NamedSpecialIds read_special_ids(const std::string& dir, ModelTokenizer& tokenizer, const std::string* config_json) {
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   const std::string model_config = dir + "/config.json";
   const json names = read_object(tokenizer_config);
-  const json ids = read_object(model_config);
+  const json ids = config_json ? parse_json_text(*config_json, model_config) : read_object(model_config);
+  if (!ids.is_object()) throw FormatError(model_config + ": not a JSON object");
   struct Special {
     const char* token_key;
     const char* id_key;

@@ -21,6 +21,7 @@ struct NamedSpecialIds {
   std::optional<int64_t> eos;
   std::optional<int64_t> bos;
 };
-NamedSpecialIds read_special_ids(const std::string& dir, ModelTokenizer& tokenizer);
+NamedSpecialIds read_special_ids(const std::string& dir, ModelTokenizer& tokenizer,
+                                 const std::string* config_json = nullptr);
 
 }  // namespace actkit::text

@@ -16,7 +16,7 @@ enum class Sampling {
 };
 
 struct GenerateConfig {
-  std::string init;             // a Hugging Face folder (app/hf_folder.h) of a language model
+  std::string init;             // a Hugging Face folder (hf/hf_folder.h) of a language model
   std::string prompt;           // UTF-8; tokenized with the folder's tokenizer
   int64_t max_new_tokens = 32;  // >= 1; fewer when the model ends the text (its end-of-text token)
   Sampling sampling = Sampling::kGreedy;

@@ -25,7 +25,7 @@ class Tokenizer;
 namespace actkit::app {
 
 // The model a run trains: a zoo model at a shape, or the model of a Hugging
-// Face folder, whose config.json resolve_model reads once per run.
+// Face folder, whose config.json resolve_model reads once per process.
 struct ModelSpec {
   std::string zoo = "gpt2";  // --model; with a folder, its zoo_name
   LanguageModelShape shape;  // language models: the shape from scratch (a folder's but seq_len is its own)
@@ -39,13 +39,16 @@ struct ModelSpec {
   std::string describe() const;  // "DIR (Qwen2ForCausalLM)" for a folder, else the zoo name
 };
 
-// When `spec.init` is a Hugging Face folder and its config.json has not been
-// read yet: reads it (read_hf_config) and takes the zoo model from it. A
-// folder names its own model: spec.zoo is replaced. Throws FormatError for
-// a folder read_hf_config refuses, InvalidInput (naming `command`) for a
-// folder whose model is not a language model or whose positions are fewer
-// than shape.seq_len. Nothing for any other `init`.
-void resolve_model(ModelSpec& spec, const std::string& command);
+// When `spec.init` is given and its config.json has not been read yet:
+// reads it (read_hf_config) and takes the zoo model from it. A folder names
+// its own model: spec.zoo is replaced. With `checkpoint_init` (`actkit
+// pipeline`, which also starts from a state-dict file or a --save folder),
+// an `init` that is not a Hugging Face folder is left to the caller.
+// Throws FormatError for a folder read_hf_config refuses (an `init` with no
+// config.json included), InvalidInput (naming `command`) for a folder whose
+// model is not a language model or whose positions are fewer than
+// shape.seq_len.
+void resolve_model(ModelSpec& spec, const std::string& command, bool checkpoint_init = false);
 
 // The model with its first weights, in fp32 on the CPU: the folder's
 // (spec resolved; `report`, when given, says what was read), or the zoo's
@@ -76,6 +79,7 @@ struct CheckpointSpec {
 
 // The commands that train, for their defaults.
 enum class RunCommand { kTrain, kDp, kPipeline };
+const char* to_string(RunCommand command);  // "train", "dp", "pipeline"
 
 struct RunSpec {
   ModelSpec model;

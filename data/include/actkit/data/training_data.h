@@ -26,7 +26,7 @@ class Tokenizer;
 
 enum class DataSet {
   kFashionMnist,  // Debian's dataset-fashion-mnist (images)
-  kFortunes,      // Debian's fortunes, as bytes (text; app/text_corpus.h)
+  kFortunes,      // Debian's fortunes, as bytes (text; data/text_corpus.h)
   kSynthetic,     // images whose class is a random linear function of the pixels, or random tokens
 };
 const char* to_string(DataSet set);  // "fashion-mnist", "fortunes", "synthetic"

@@ -33,8 +33,7 @@ struct HfModelInfo {
   bool has_head = true;
   std::string config_json;   // config.json's text, written back by save_hf_folder
   std::string dir;           // the folder read
-  // The end-of-text ids the folder names: eos_token_id of config.json and of
-  // generation_config.json (a number or a list; chat models list several).
+  // config.json's eos_token_id (a number or a list; chat models list several).
   std::vector<int64_t> end_ids;
 };
 
@@ -47,13 +46,17 @@ double hf_parameter_estimate(const HfModelInfo& info);
 // to tell a Hugging Face folder from a checkpoint).
 bool is_hf_folder(const std::string& path);
 
-// Reads DIR/config.json (and the end-of-text ids of
-// DIR/generation_config.json): the one reading of a folder's settings a run
+// Reads DIR/config.json: the one reading of a folder's settings a process
 // makes; what it returns is passed on. Throws FormatError naming the file and the key for
 // a missing or malformed file, an unknown model_type or architecture, a
 // setting the zoo does not implement (an activation other than the
 // family's, relative position embeddings, sliding-window attention, ...).
 HfModelInfo read_hf_config(const std::string& dir);
+
+// Every end-of-text id the folder names, for generation: config.json's and
+// generation_config.json's eos_token_id (read here; generation is the one
+// command that needs that file). Throws FormatError for a malformed file.
+std::vector<int64_t> hf_end_ids(const HfModelInfo& info);
 
 struct HfLoadReport {
   int64_t tensors = 0;               // zoo tensors filled from the folder

@@ -28,7 +28,7 @@ class StageModel {
   // directory of stage files (StageCheckpoint::read_parameters); empty:
   // the seeded initial weights. `initial` (may be null), when given,
   // replaces reading `init`: the whole model's tensors by name, read by the
-  // caller (a Hugging Face folder, app/hf_folder.h), `init` then naming
+  // caller (a Hugging Face folder, hf/hf_folder.h), `init` then naming
   // them in errors. Throws FormatError for a checkpoint that lacks a
   // parameter or holds another shape, CommError when rank 0's times do not
   // arrive or do not fit.

@@ -94,6 +94,8 @@ class Tokenizer {
 // that exists cannot be read; Error when a tokenizer.model is to be read and
 // the SentencePiece plug-in (libactkit_sentencepiece.so, beside libactkit)
 // cannot be loaded.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
+// `config_json`: the folder's config.json as the caller read it (it is then
+// not read again); null: read here.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const std::string* config_json = nullptr);
 
 }  // namespace actkit
