@@ -14,6 +14,22 @@
 using namespace actkit;
 using app::RunCommand;
 
+namespace {
+
+// A folder holding the config.json of a small GPT-2 (64 positions) with
+// `vocab` tokens and `eos` as its end of text; returns the file's text.
+std::string gpt2_folder(const std::string& dir, int64_t vocab, int64_t eos) {
+  files::create_directories(dir);
+  const std::string config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+    "activation_function": "gelu_new", "vocab_size": )" + std::to_string(vocab) + R"(, "n_positions": 64, "n_embd": 16,
+    "n_layer": 1, "n_head": 2, "n_inner": null, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": true,
+    "eos_token_id": )" + std::to_string(eos) + "}";
+  files::write_file_atomic(dir + "/config.json", config.data(), config.size());
+  return config;
+}
+
+}  // namespace
+
 TEST(RunSpec, EachCommandsDefaultsLiveInOnePlace) {
   const app::RunSpec train = app::default_run_spec(RunCommand::kTrain);
   EXPECT_EQ(train.model.zoo, "resnet18");
@@ -73,11 +89,7 @@ TEST(RunSpec, RefusesWhatNoCommandRuns) {
 TEST(RunSpec, AFoldersConfigIsReadOnceAndNamesTheModel) {
   test::TempDir dir;
   const std::string hf = dir.path() + "/model";
-  files::create_directories(hf);
-  const std::string config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
-    "activation_function": "gelu_new", "vocab_size": 300, "n_positions": 64, "n_embd": 16, "n_layer": 1,
-    "n_head": 2, "n_inner": null, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": true, "eos_token_id": 7})";
-  files::write_file_atomic(hf + "/config.json", config.data(), config.size());
+  const std::string config = gpt2_folder(hf, 300, 7);
   app::ModelSpec m;
   m.zoo = "resnet18";  // a folder names its own model
   m.init = hf;
@@ -111,11 +123,7 @@ TEST(RunSpec, AFoldersConfigIsReadOnceAndNamesTheModel) {
 TEST(RunSpec, TheTokenizerAndTrainingReadNothingTwice) {
   test::TempDir dir;
   const std::string hf = dir.path() + "/model";
-  files::create_directories(hf);
-  const std::string config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
-    "activation_function": "gelu_new", "vocab_size": 1504, "n_positions": 64, "n_embd": 16, "n_layer": 1,
-    "n_head": 2, "n_inner": null, "layer_norm_epsilon": 1e-5, "tie_word_embeddings": true, "eos_token_id": 1000})";
-  files::write_file_atomic(hf + "/config.json", config.data(), config.size());
+  gpt2_folder(hf, 1504, 1000);
   files::copy_file(std::string(ACTKIT_TOKENIZER_FIXTURES) + "/gpt2/tokenizer.json", hf + "/tokenizer.json");
   const std::string broken = "{not json";
   files::write_file_atomic(hf + "/generation_config.json", broken.data(), broken.size());
