@@ -84,24 +84,6 @@ inline void add_json_option(CLI::App* command, std::string* path) {
   command->add_option("--json", *path, "Also write the results as JSON to this file");
 }
 
-// --onebit-backoff, as dp and pipeline --dp declare it
-// (optim::ExchangeOptions::backoff_factor).
-inline void add_onebit_backoff_option(CLI::App* command, double* factor) {
-  command
-      ->add_option("--onebit-backoff", *factor,
-                   "1-bit: return to the warm-up when the averaged momentum's norm exceeds this many times its "
-                   "moving average (0: never)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            const std::string bad = finite_number_from(1, false)(text);
-            std::string copy = text;
-            const bool zero = kNonNegativeNumber(copy).empty() && std::stod(text) == 0;
-            return bad.empty() || zero ? "" : text + ": must be 0 (never) or a finite number > 1";
-          },
-          "0|NUMBER>1", "back-off factor"))
-      ->capture_default_str();
-}
-
 // Writes `j` (pretty-printed) to `path`, whole or not at all; throws
 // IoError naming the file and the cause if it cannot.
 inline void write_json(const std::string& path, const nlohmann::json& j) {

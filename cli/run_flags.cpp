@@ -27,7 +27,8 @@ const char* init_help(RunCommand which) {
 
 const char* save_help(RunCommand which) {
   switch (which) {
-    case RunCommand::kTrain: return "Write the trained weights to this file (a torch.save state dict)";
+    case RunCommand::kTrain:
+      return "Folder for the checkpoint (model.pt, a torch.save state dict, and the optimizer's state; --resume reads it)";
     case RunCommand::kDp: return "Folder for the model and every rank's optimizer state (a checkpoint --resume reads)";
     case RunCommand::kPipeline:
       return "Folder for each stage's checkpoint (parameters, optimizer, buffers; one --resume reads)";
@@ -37,9 +38,21 @@ const char* save_help(RunCommand which) {
 
 const char* resume_help(RunCommand which) {
   return which == RunCommand::kTrain
-             ? "Start from the weights in this file (a state dict; the optimizer starts afresh)"
+             ? "Continue the run a --save folder holds, exactly (same settings; a run started from a Hugging Face "
+               "folder names it again with --init)"
              : "Continue the run a --save folder holds, exactly (same ranks and settings; a run started from a "
                "Hugging Face folder finds it again)";
+}
+
+const char* optimizer_help(RunCommand which) {
+  switch (which) {
+    case RunCommand::kTrain: return "adamw or sgd (default: adamw for language models, sgd for the image classifiers)";
+    case RunCommand::kDp: return "adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb (default onebit-adam)";
+    case RunCommand::kPipeline:
+      return "Each stage's: adamw or sgd (default adamw); with --dp, across the replicas: adam, lamb, onebit-adam, "
+             "onebit-lamb, fp16-adam or fp16-lamb (default adam)";
+  }
+  return "";
 }
 
 const char* lr_help(RunCommand which) {
@@ -92,6 +105,8 @@ void add_data_flags(CLI::App* command, app::DataSpec* data) {
 void add_checkpoint_flags(CLI::App* command, app::CheckpointSpec* checkpoint, RunCommand which) {
   command->add_option("--save", checkpoint->save, save_help(which));
   command->add_option("--resume", checkpoint->resume, resume_help(which));
+  command->add_option("--save-every", checkpoint->save_every, "Also checkpoint to --save every N steps")
+      ->check(kNonNegativeNumber);
   command->add_option("--save-hf", checkpoint->save_hf,
                       "With --init a Hugging Face folder: write the trained model here as one (a new or empty "
                       "folder, or one ACTkit wrote)");
@@ -105,6 +120,7 @@ void add_training_flags(CLI::App* command, app::RunSpec* run, RunCommand which) 
           "--level", [run](const std::string& spec) { run->level = parse_level(spec); },
           "Activation-compression level, e.g. L0, L3 or L3:bits=1.5")
       ->default_str(run->level.spec);
+  command->add_option("--optimizer", run->optimizer, optimizer_help(which));
   command
       ->add_option_function<double>(
           "--lr", [run](double lr) { run->lr = lr; }, lr_help(which))
@@ -154,10 +170,6 @@ void check_run_outputs(const app::RunSpec& run, RunCommand which) {
   if (!c.save_hf.empty()) {
     check_hf_output(c.save_hf, run.model.init, c.save_hf_over_init, command + ": --save-hf");
     files::check_writable_folder(c.save_hf);
-  }
-  if (which == RunCommand::kTrain) {
-    if (!c.save.empty()) files::check_writable_file(c.save);
-    return;
   }
   if (!c.resume.empty()) files::FolderLock::check_free(c.resume);
   if (!c.save.empty()) {

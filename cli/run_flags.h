@@ -19,8 +19,8 @@ void add_data_flags(CLI::App* command, app::DataSpec* data);
 // --save, --resume, --save-hf and --save-hf-over-init.
 void add_checkpoint_flags(CLI::App* command, app::CheckpointSpec* checkpoint, app::RunCommand which);
 
-// --level, --lr, --lr-schedule, --lr-warmup-steps, --weight-decay, --seed,
-// --epochs, --steps and --allow-non-finite.
+// --level, --optimizer, --lr, --lr-schedule, --lr-warmup-steps,
+// --weight-decay, --seed, --epochs, --steps and --allow-non-finite.
 void add_training_flags(CLI::App* command, app::RunSpec* run, app::RunCommand which);
 
 // All of the above: what every training command declares.

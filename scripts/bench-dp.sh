@@ -199,8 +199,8 @@ onebit() {
 # three seeds unthrottled (the losses do not depend on the link), then
 # throughput at 20 Mbit/s.
 pipeline_dp() {
-  local pre=build/bench-pipeline/pretrained.pt
-  [[ -f $pre ]] || scripts/bench-pipeline.sh pretrain
+  local pre=build/bench-pipeline/pretrained
+  [[ -f $pre/model.pt ]] || scripts/bench-pipeline.sh pretrain
   local configs=("fp32:--codec fp32 --optimizer adam"
                  "tah:--codec tah --fw-bits 4 --bw-bits 8 --optimizer onebit-adam"
                  "aqsgd:--codec aqsgd --fw-bits 4 --bw-bits 8 --optimizer onebit-adam")

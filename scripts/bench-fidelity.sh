@@ -3,12 +3,14 @@
 # baseline as strong as the method, on text the model never saw.
 #
 #   [SEEDS="1 2 3"] [FW_BITS="2 3 4"] [STEPS=150] scripts/bench-fidelity.sh \
-#       [corpora|pretrain|finetune|gradients|tied|speed-setting|summary|all] [OUT_DIR]
+#       [corpora|overlap|pretrain|finetune|gradients|tied|speed-setting|summary|all] [OUT_DIR]
 #
 # * corpora: two disjoint texts from Debian's fortunes, each shuffled by
 #   fortune with a fixed seed: the pretraining text (every file but the
 #   computing ones and the ASCII art) and the fine-tuning text (computers,
-#   linux, perl: a domain the pretrained model has not read).
+#   linux, perl; `overlap` says exactly how much of it pretraining read).
+# * overlap: which fine-tuning fortunes the pretraining run also read
+#   verbatim, and its bytes from computing files (scripts/fortune_overlap.py).
 # * pretrain: one checkpoint, fp32, one process, on the pretraining text.
 # * finetune: from that checkpoint, 2-stage 1F1B fine-tuning on 400
 #   examples of the fine-tuning text for 6 epochs (the regime where AQ-SGD
@@ -81,11 +83,16 @@ print(f"pretraining text: {len(pre)} files; fine-tuning text: {', '.join(ft)}")
 PY
 }
 
+overlap() {  # how unseen the fine-tuning text is (docs/fidelity.md)
+  corpora
+  python3 scripts/fortune_overlap.py "$fortunes" "$out" 8000 400 128 | tee "$out/overlap.md"
+}
+
 pretrain() {
   corpora
-  [[ -f $out/pretrained.pt ]] && return
+  [[ -f $out/pretrained/model.pt ]] && return
   "$actkit" train --model gpt2 "${model[@]}" --data-path "$out/pretrain.txt" --level L0 --epochs 1 \
-    --train-limit 8000 --batch 16 --seed 1 --no-compare --save "$out/pretrained.pt" --json "$out/pretrain.json" \
+    --train-limit 8000 --batch 16 --seed 1 --no-compare --save "$out/pretrained" --json "$out/pretrain.json" \
     > "$out/pretrain.log" 2>&1 || { echo "pretraining failed:"; tail -5 "$out/pretrain.log"; exit 1; }
 }
 
@@ -100,7 +107,7 @@ run() {  # name, then actkit pipeline arguments; skipped when its JSON exists (a
   "$actkit" pipeline "${model[@]}" --stages 2 --micro-batches "$micro_batches" --micro-batch-size "$micro_batch_size" \
     --schedule 1f1b \
     --data fortunes --data-path "$out/finetune.txt" --train-limit 400 --steps "$steps" --lr 3e-4 \
-    --validation-batches $((64 / micro_batch_size)) --init "$out/pretrained.pt" "$@" --json "$out/$name.json" > "$out/$name.log" 2>&1 ||
+    --validation-batches $((64 / micro_batch_size)) --init "$out/pretrained" "$@" --json "$out/$name.json" > "$out/$name.log" 2>&1 ||
     { echo "run $name failed:"; tail -5 "$out/$name.log"; exit 1; }
 }
 
@@ -176,6 +183,10 @@ if [[ $what == speed-setting || $what == all ]]; then
   sweep speed-setting sp
   micro_batches=4
   micro_batch_size=4
+fi
+
+if [[ $what == overlap || $what == all ]]; then
+  overlap
 fi
 
 if [[ $what == summary || $what == all ]]; then

@@ -11,7 +11,7 @@
 #                              aqsgd-throughput|gpipe-throughput|gpipe-target|gradient-target|
 #                              aqsgd-convergence|aqsgd-store|pretrain|all] [OUT_DIR]
 #
-# `pretrain` only makes OUT_DIR/pretrained.pt (scripts/bench-dp.sh uses it).
+# `pretrain` only makes OUT_DIR/pretrained, a train checkpoint folder (scripts/bench-dp.sh uses it).
 # `gpipe-target` measures at one rate, RATE8 (default 4.5Mbps): where fp32
 # runs about 8x slower than unthrottled on the machine at hand;
 # `gradient-target` the same for 1F1B at RATE8_1F1B (default 5Mbps).
@@ -129,9 +129,9 @@ PY
 fi
 
 pretrain() {  # once (fp32, one process): the checkpoint every fine-tuning run starts from
-  if [[ ! -f $out/pretrained.pt ]]; then
+  if [[ ! -f $out/pretrained/model.pt ]]; then
     "$actkit" train --model gpt2 --layers 4 --hidden 128 --heads 4 --seq-len 128 --level L0 --epochs 1 \
-      --train-limit 4000 --batch 16 --seed 1 --no-compare --save "$out/pretrained.pt" --json "$out/pretrain.json" \
+      --train-limit 4000 --batch 16 --seed 1 --no-compare --save "$out/pretrained" --json "$out/pretrain.json" \
       > "$out/pretrain.log" 2>&1
   fi
 }
@@ -150,7 +150,7 @@ if [[ $what == convergence || $what == all ]]; then
     name=${name//[ \/]/_}
     # shellcheck disable=SC2086
     run "$name" --stages 4 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b --data fortunes --steps 150 \
-      --lr 3e-4 --seed 2 --validation-batches 32 --init "$out/pretrained.pt" ${entry#*:}
+      --lr 3e-4 --seed 2 --validation-batches 32 --init "$out/pretrained" ${entry#*:}
   done
   python3 - "$out" <<'PY'
 import json, sys
@@ -321,7 +321,7 @@ if [[ $what == aqsgd-convergence || $what == all ]]; then
     name=${name//[ \/]/_}
     # shellcheck disable=SC2086
     run "$name" --stages 4 --micro-batches 4 --micro-batch-size 4 --schedule 1f1b --data fortunes --train-limit 400 \
-      --steps 150 --lr 3e-4 --seed 2 --validation-batches 32 --init "$out/pretrained.pt" ${entry#*:}
+      --steps 150 --lr 3e-4 --seed 2 --validation-batches 32 --init "$out/pretrained" ${entry#*:}
   done
   python3 - "$out" <<'PY'
 import json, sys

@@ -15,13 +15,13 @@ Fault kinds:
                  timeout (and the launcher's grace); SIGCONT afterwards
   stop-launcher  (full run only) a rank stopped, then its launcher killed:
                  the stopped rank must not outlive it
-  full-disk      --save, AQ-SGD's buffer stores, --json or `train --save`
-                 on a small tmpfs of a private mount namespace (free space
-                 a fraction of a checkpoint); then the earlier checkpoint
-                 resumed (train: the a.pt the failed save would replace)
+  full-disk      --save of pipeline, dp or train, AQ-SGD's buffer stores or
+                 --json on a small tmpfs of a private mount namespace (free
+                 space a fraction of a checkpoint); then the earlier
+                 checkpoint resumed
   corrupt        bits flipped in, or a cut of, a checkpoint file (pipeline
-                 stage and optimizer files, AQ-SGD stores, dp's model.pt and
-                 optimizer files, DIR/latest, train's .pt), then loaded with
+                 stage and optimizer files, AQ-SGD stores, dp's and train's
+                 model.pt and optimizer files, DIR/latest), then loaded with
                  --resume or --init
   misuse         what a careful user may do by mistake: SIGTERM or SIGINT to
                  a launcher while it starts 12 ranks (none may outlive it);
@@ -32,7 +32,7 @@ Fault kinds:
                  without bound (a clear error within its bound)
 
 Each checkpoint's results are compared with an undisturbed run's (the JSON's
-train_losses and val_loss; train: the final losses): a resume is bit for bit,
+train_losses and validation loss): a resume is bit for bit,
 so any difference is corruption. The suite runs a copy of the binary (and of
 libactkit), so a rebuild while it runs changes nothing under it.
 
@@ -743,16 +743,15 @@ class Suite:
     @staticmethod
     def difference(a, b):
         """How far two runs' results are apart: None when the same, else the
-        largest relative difference of the JSON's losses (pipeline, dp:
-        every step's and the validation's; train: the final ones), or a
-        word. The training is bit for bit; the reported per-step loss of
+        largest relative difference of the JSON's losses (every step's and
+        the validation's), or a word. The training is bit for bit; the reported per-step loss of
         `dp` with 3 or more workers is a float32 allreduce whose order of
         summation depends on the run's length, hence the 1e-6."""
         if "train_losses" in a or "train_losses" in b:
             if a.get("start_step") != b.get("start_step"):
                 return "start step %s, not %s" % (a.get("start_step"), b.get("start_step"))
-            xs = list(a.get("train_losses") or []) + [a.get("val_loss")]
-            ys = list(b.get("train_losses") or []) + [b.get("val_loss")]
+            xs = list(a.get("train_losses") or []) + [a.get("val_loss", a.get("final_validation_loss"))]
+            ys = list(b.get("train_losses") or []) + [b.get("val_loss", b.get("final_validation_loss"))]
         else:
             xs = [a.get("final_train_loss"), a.get("final_validation_loss")]
             ys = [b.get("final_train_loss"), b.get("final_validation_loss")]
@@ -809,13 +808,14 @@ class Suite:
             "dp-3": dict(kind="dp", ranks=3, base_steps=6, steps=20, resume_steps=24,
                          args=["dp"] + MODEL + ["--workers", "3", "--optimizer", "adam", "--lr-schedule", "constant",
                                                 "--data", "fortunes", "--train-limit", "96", "--batch", "4"] + t),
-            "train": dict(kind="train",
+            "train": dict(kind="train", ranks=1, base_steps=2, steps=4, resume_steps=6,
                           args=["train"] + MODEL + ["--data", "synthetic", "--train-limit", "16", "--batch", "8",
+                                                    "--lr-schedule", "constant",
                                                     "--level", "L0", "--no-compare"]),
         }
 
     def expected_files(self, cfg):
-        if cfg["kind"] == "dp":
+        if cfg["kind"] in ("dp", "train"):
             return ["model.pt"] + ["optimizer-rank%dof%d.pt" % (r, cfg["ranks"]) for r in range(cfg["ranks"])]
         k, n = cfg["stages"], cfg["replicas"]
         files = ["stage%dof%d.pt" % (s, k) for s in range(k)]
@@ -842,11 +842,7 @@ class Suite:
             return self.refs[name]
         cfg = self.configs()[name]
         out = os.path.join(self.work, "ref-%s.json" % name)
-        if cfg["kind"] == "train":
-            base = self.base(name)
-            self.must(cfg["args"] + ["--resume", os.path.join(base, "a.pt"), "--json", out], "reference " + name)
-        else:
-            self.must(cfg["args"] + ["--steps", str(cfg["resume_steps"]), "--json", out], "reference " + name)
+        self.must(cfg["args"] + ["--steps", str(cfg["resume_steps"]), "--json", out], "reference " + name)
         with open(out) as f:
             self.refs[name] = json.load(f)
         return self.refs[name]
@@ -857,10 +853,7 @@ class Suite:
             return self.bases[name]
         cfg = self.configs()[name]
         d = os.path.join(self.work, "base-" + name)
-        if cfg["kind"] == "train":
-            os.makedirs(d)
-            self.must(cfg["args"] + ["--save", os.path.join(d, "a.pt")], "base " + name)
-        elif cfg["kind"] == "dp":
+        if cfg["kind"] in ("dp", "train"):
             self.must(cfg["args"] + ["--steps", str(cfg["base_steps"]), "--save", d], "base " + name)
         else:
             self.must(cfg["args"] + ["--steps", "8", "--save", d], "base " + name)
@@ -879,14 +872,11 @@ class Suite:
             d = os.path.join(self.work, "sanity-" + name)
             shutil.copytree(self.base(name), d)
             out = os.path.join(self.work, "sanity-%s.json" % name)
-            if cfg["kind"] == "train":
-                self.must(cfg["args"] + ["--resume", os.path.join(d, "a.pt"), "--json", out], "sanity " + name)
-            else:
-                self.must(cfg["args"] + ["--steps", str(cfg["resume_steps"]), "--resume", d, "--json", out],
-                          "sanity " + name)
+            self.must(cfg["args"] + ["--steps", str(cfg["resume_steps"]), "--resume", d, "--json", out],
+                      "sanity " + name)
             with open(out) as f:
                 got = json.load(f)
-            want = ref if cfg["kind"] == "train" else self.tail_of(ref, got.get("start_step", -1))
+            want = self.tail_of(ref, got.get("start_step", -1))
             if not self.same(got, want):
                 raise Harness("a resume of %s's checkpoint does not reproduce the undisturbed run (%s vs %s): results "
                               "cannot be compared" % (name, got.get("train_losses"), ref.get("train_losses")))
@@ -1059,7 +1049,7 @@ class Suite:
             resume_extra = []
             watch = None
             json_out = os.path.join(d, "run.json")
-            expected = self.expected_files(cfg) if cfg["kind"] != "train" else []
+            expected = self.expected_files(cfg) if variant != "json" else []
             complete_before = False
             if variant == "pipeline-save":
                 os.makedirs(inside(ckpt))
@@ -1076,17 +1066,11 @@ class Suite:
                 resume_extra = ["--buffer-dir", buf]
                 unit = self.size_of(os.path.join(self.base(name), "buffers"))
                 watch = ckpt
-            elif variant == "dp-save":
+            elif variant in ("dp-save", "train-save"):
                 shutil.copytree(self.base(name), inside(ckpt))
                 argv = cfg["args"] + ["--steps", str(cfg["steps"]), "--resume", ckpt, "--save", ckpt]
                 unit = self.size_of(self.base(name))
                 watch = inside(ckpt)
-                complete_before = True
-            elif variant == "train-save":
-                os.makedirs(inside(ckpt))
-                shutil.copy2(os.path.join(self.base(name), "a.pt"), inside(os.path.join(ckpt, "a.pt")))
-                argv = cfg["args"] + ["--save", os.path.join(ckpt, "a.pt")]
-                unit = os.path.getsize(os.path.join(self.base(name), "a.pt"))
                 complete_before = True
             elif variant == "json":
                 json_out = os.path.join(disk, "run.json")
@@ -1094,8 +1078,7 @@ class Suite:
                 unit = 4096
             else:
                 raise Harness("unknown disk variant " + variant)
-            if cfg["kind"] != "train" or variant == "train-save":
-                argv = argv + ["--json", json_out]
+            argv = argv + ["--json", json_out]
             free = self.fill(holder, disk, int(spec["fraction"] * unit))
             target = "%s %s free=%dKiB (%.2f of %s)" % (name, variant, free // 1024, spec["fraction"],
                                                         "a checkpoint" if variant != "buffers" else "the stores")
@@ -1121,21 +1104,6 @@ class Suite:
                     self.notes["full disk: no file named"] += 1
             # What was whole before the disk filled must still load.
             self.unfill(holder, disk)
-            if variant == "train-save":
-                out = os.path.join(d, "resumed.json")
-                r2 = self.execute(cfg["args"] + ["--resume", os.path.join(ckpt, "a.pt"), "--json", out],
-                                  self.args.rank_timeout + 25, ns=holder.pid, tag="resume")
-                bad, seen = self.verdict(r2)
-                if bad:
-                    return bad, target, run, notes + ["resume: " + s for s in seen]
-                if r2.rc != 0:
-                    run.err += "\n--- the resume's stderr ---\n" + r2.err
-                    return "lost", target, run, notes + ["a.pt no longer loads: " + self.error_line(r2)]
-                with open(out) as f:
-                    diff = self.difference(json.load(f), self.ref(name))
-                if diff:
-                    return "silent", target, run, notes + ["a.pt loads with other results: " + diff]
-                return ("recovered" if outcome == "recovered" else outcome), target, run, notes + ["a.pt still loads"]
             if variant == "json":
                 return outcome, target, run, notes
             complete = complete_before or run.files.complete(expected) > 0
@@ -1188,12 +1156,10 @@ class Suite:
             f.write(data)
         out = os.path.join(d, "run.json")
         if loader == "resume":
-            argv = (cfg["args"] + ["--resume", os.path.join(ckpt, "a.pt")] if cfg["kind"] == "train" else
-                    cfg["args"] + ["--steps", str(cfg["resume_steps"]), "--resume", ckpt])
+            argv = cfg["args"] + ["--steps", str(cfg["resume_steps"]), "--resume", ckpt]
             ref = self.ref(name)
-        else:  # --init of a pipeline from a checkpoint folder or train's state dict
-            src = os.path.join(ckpt, "a.pt") if cfg["kind"] == "train" else ckpt
-            argv = self.configs()["pipeline-2"]["args"] + ["--steps", "3", "--init", src]
+        else:  # --init of a pipeline from a checkpoint folder (a pipeline's, or train's whole model)
+            argv = self.configs()["pipeline-2"]["args"] + ["--steps", "3", "--init", ckpt]
             ref = self.init_ref(name)
         target = "%s --%s %s: %s" % (name, loader, victim, what)
         run = self.execute(argv + ["--json", out], self.args.rank_timeout + 25, rng=rng, tag="corrupt")
@@ -1211,7 +1177,7 @@ class Suite:
             return "clean", target, run, notes
         with open(out) as f:
             got = json.load(f)
-        want = ref if (loader != "resume" or cfg["kind"] == "train") else self.tail_of(ref, self.base_step(name))
+        want = ref if loader != "resume" else self.tail_of(ref, self.base_step(name))
         diff = self.difference(got, want)
         if diff:
             return "silent", target, run, ["the run succeeded with other results than from the whole file: " + diff]
@@ -1373,13 +1339,13 @@ class Suite:
 
     def base_step(self, name):
         cfg = self.configs()[name]
-        return cfg["base_steps"] if cfg["kind"] == "dp" else 8
+        return cfg["base_steps"] if cfg["kind"] in ("dp", "train") else 8
 
     def init_ref(self, name):
         key = "init-" + name
         if key not in self.refs:
             cfg = self.configs()[name]
-            src = os.path.join(self.base(name), "a.pt") if cfg["kind"] == "train" else self.base(name)
+            src = self.base(name)
             out = os.path.join(self.work, "ref-%s.json" % key)
             self.must(self.configs()["pipeline-2"]["args"] + ["--steps", "3", "--init", src, "--json", out],
                       "reference " + key)
@@ -1467,8 +1433,8 @@ class Suite:
         corrupt_targets = [
             ("pipeline-2", "resume", r"^stage"), ("pipeline-2", "resume", r"^optimizer"),
             ("pipeline-2", "init", r"^stage"), ("aqsgd-2", "resume", r"\.store$"), ("aqsgd-2", "resume", r"\.pt$"),
-            ("dp-2", "resume", r"^model\.pt$"), ("dp-2", "resume", r"^optimizer"), ("train", "resume", r"a\.pt$"),
-            ("train", "init", r"a\.pt$"), ("pipeline-2", "resume", r"^latest$"), ("dp-2", "resume", r"^latest$")]
+            ("dp-2", "resume", r"^model\.pt$"), ("dp-2", "resume", r"^optimizer"), ("train", "resume", r"\.pt$"),
+            ("train", "init", r"^model\.pt$"), ("pipeline-2", "resume", r"^latest$"), ("dp-2", "resume", r"^latest$")]
 
         misuse_variants = ["spawn-signal", "json-chardev", "json-fifo", "json-link", "foreign-pipeline", "foreign-dp",
                            "hostile-regex"]

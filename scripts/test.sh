@@ -163,11 +163,11 @@ smoke() {
   grep -q '"max_batch"' $b/maxbatch.json
   grep -q "<svg" $b/maxbatch.svg
   $b/bin/actkit train --model gpt2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --level L3 --train-limit 64 \
-    --batch 8 --save $b/gpt2-pretrained.pt --json $b/train-gpt2.json
+    --batch 8 --save $b/gpt2-pretrained --json $b/train-gpt2.json
   grep -q '"final_validation_loss"' $b/train-gpt2.json
   $b/bin/actkit pipeline --stages 2 --layers 2 --hidden 64 --heads 2 --seq-len 32 --micro-batches 2 \
     --micro-batch-size 2 --codec tah --fw-bits 4 --bw-bits 8 --bandwidth 200Mbps --latency 1ms --steps 3 \
-    --validation-batches 2 --init $b/gpt2-pretrained.pt --save $b/pipeline-ckpt --json $b/pipeline.json
+    --validation-batches 2 --init $b/gpt2-pretrained --save $b/pipeline-ckpt --json $b/pipeline.json
   # AQ-SGD over the fortunes text: 32 examples, a checkpoint after 3 steps
   # (smoke_long resumes it); m(ξ) on files past a small memory tier.
   rm -rf $b/aqsgd-ckpt
@@ -216,7 +216,7 @@ smoke() {
     "dp --model gpt2 --data synthetic --steps 1 --workers 100000" "pipeline --steps 1 --optimizer adam --stages 2 --dp 60000" \
     "dp --model gpt2 --data synthetic --steps 1 --batch 100000000" "pipeline --steps 1 --micro-batch-size 100000000" \
     "dp --model gpt2 --data synthetic --steps 4 --lr-warmup-steps 4" "train --lr-warmup-steps -1" \
-    "pipeline --steps 2 --epochs 1"; do
+    "pipeline --steps 2 --epochs 1" "train --model gpt2 --data synthetic --save-every 2"; do
     flag=$(grep -o -- '--[a-z-]* [0-9-]*$' <<<"$refused" | cut -d' ' -f1)
     # shellcheck disable=SC2086
     if $b/bin/actkit $refused >/dev/null 2>$b/refused.err; then

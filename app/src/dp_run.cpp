@@ -10,7 +10,7 @@
 #include <limits>
 #include <optional>
 
-#include "actkit/app/dp_checkpoint.h"
+#include "actkit/app/worker_checkpoint.h"
 #include "actkit/app/evaluation.h"
 #include "actkit/app/training_loop.h"
 #include "actkit/app/checkpoint_folder.h"
@@ -161,12 +161,13 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
   DpRunResult r;
   r.text = d.text;
   r.start = {world, data->epoch_size(), 0, total, warmup, true, ""};
-  const DpCheckpoint checkpoint(rank, world, settings);
+  const WorkerCheckpoint checkpoint("dp", rank, world, settings);
   if (!resume.empty()) {
-    const DpCheckpoint::Loaded loaded = checkpoint.load(resume_from, *opt, *converted.controller);
+    const WorkerCheckpoint::Loaded loaded = checkpoint.load(resume_from, *opt, *converted.controller);
     r.start.controller_state_restored = loaded.controller_restored;
     r.start.checkpoint = loaded.file;
-    r.start.first_step = loaded.first_step;
+    // Checkpoints from before the count was recorded: the optimizer's own.
+    r.start.first_step = loaded.steps_done.value_or(opt->steps() + opt->skipped_steps());
     if (r.start.first_step >= total) {
       throw InvalidInput(c10::str("dp: the checkpoint is of step ", r.start.first_step, " of ", total));
     }
@@ -189,7 +190,18 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
   loop.rank = rank;
   loop.allow_non_finite = run.allow_non_finite;
   if (leader) loop.on_step = callbacks.on_step;
+  // Every rank writes its part into the step's folder; once all have,
+  // rank 0 commits it (checkpoint_folder.h).
+  auto save_checkpoint = [&](int64_t step) {
+    checkpoint.save(begin_step_folder(run.checkpoint.save, step), step, *opt, *converted.controller, *model);
+    at::Tensor written = at::ones({1});
+    comm.all_reduce_sum(written, c10::str("the checkpoint of step ", step));
+    if (leader) commit_checkpoint(run.checkpoint.save, step);
+  };
+  loop.save_every = run.checkpoint.save_every;
+  if (!run.checkpoint.save.empty()) loop.save = save_checkpoint;
   loop.step = [&](int64_t s) {
+    seed_step(run.seed, s, rank);
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& group : opt->param_groups()) {
       group.options().set_lr(scheduled_lr(run.lr_plan, lr, s, total));
@@ -224,14 +236,8 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
   // The checkpoint first: nothing that fails after training loses it.
   if (!run.checkpoint.save.empty()) {
     finish.phase(c10::str("saving to ", run.checkpoint.save), [&] {
-      checkpoint.save(begin_step_folder(run.checkpoint.save, total), *opt, *converted.controller, *model);
-      // Every rank's part is written: then, and only then, the commit.
-      at::Tensor written = at::ones({1});
-      comm.all_reduce_sum(written, "the checkpoint");
-      if (leader) {
-        commit_checkpoint(run.checkpoint.save, total);
-        save_state_dict(*model, run.checkpoint.save + "/model.pt");  // a copy where users look for the model
-      }
+      save_checkpoint(total);
+      if (leader) save_state_dict(*model, run.checkpoint.save + "/model.pt");  // a copy where users look for the model
     });
   }
   if (leader && !run.checkpoint.save_hf.empty()) {

@@ -159,8 +159,6 @@ void PipelineRunConfig::validate() const {
   }
   check_link_backend(c.link_mode, group.backend);
   if (aqsgd_warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");
-  if (save_every < 0) throw InvalidInput("pipeline: --save-every must be >= 0");
-  if (save_every > 0 && ckpt.save.empty()) throw InvalidInput("pipeline: --save-every needs --save DIR");
   check_lr_plan(run.lr_plan, run.steps > 0 ? run.steps : std::numeric_limits<int64_t>::max(), "pipeline");
   if (c.replicas > 1) {
     // Each replica's stage 0 would time the pieces itself and could split differently.
@@ -306,7 +304,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
   loop.rank = 0;
   loop.checks_loss = leader;
   loop.allow_non_finite = run.allow_non_finite;
-  loop.save_every = config.save_every;
+  loop.save_every = ckpt.save_every;
   loop.save = save_checkpoint;
   if (leader) loop.on_step = callbacks.on_step;
   loop.step = [&](int64_t step) {

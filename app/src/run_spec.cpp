@@ -102,10 +102,21 @@ int64_t run_steps(const RunSpec& spec, double steps_per_epoch) {
   return std::max<int64_t>(1, int64_t(std::ceil(spec.epochs * steps_per_epoch)));
 }
 
+std::string optimizer_name(const RunSpec& spec, RunCommand command, bool replicated) {
+  if (!spec.optimizer.empty()) return spec.optimizer;
+  switch (command) {
+    case RunCommand::kTrain: return spec.model.text() ? "adamw" : "sgd";
+    case RunCommand::kDp: return "onebit-adam";  // the paper's, and the reason for the command
+    case RunCommand::kPipeline: return replicated ? "adam" : "adamw";
+  }
+  return "adamw";
+}
+
 double peak_lr(const RunSpec& spec, RunCommand command) {
   if (spec.lr) return *spec.lr;
+  const bool sgd = optimizer_name(spec, command) == "sgd";
   switch (command) {
-    case RunCommand::kTrain: return spec.model.text() ? 1e-3 : 0.05;  // AdamW for text; SGD with momentum 0.9
+    case RunCommand::kTrain: return sgd ? 0.05 : 1e-3;  // SGD with momentum 0.9; AdamW's usual peak
     case RunCommand::kDp: return 1e-3;                                 // Adam's and LAMB's usual peak
     case RunCommand::kPipeline: return 3e-4;                           // AdamW (or SGD) in every stage
   }
@@ -115,7 +126,7 @@ double peak_lr(const RunSpec& spec, RunCommand command) {
 double weight_decay(const RunSpec& spec, RunCommand command) {
   if (spec.weight_decay) return *spec.weight_decay;
   switch (command) {
-    case RunCommand::kTrain: return spec.model.text() ? 0.01 : 5e-4;  // AdamW's default; the CNNs' usual
+    case RunCommand::kTrain: return optimizer_name(spec, command) == "sgd" ? 5e-4 : 0.01;  // the CNNs' usual; AdamW's
     case RunCommand::kDp: return 0;
     case RunCommand::kPipeline: return 0.01;
   }
@@ -137,6 +148,10 @@ void check_run_spec(const RunSpec& spec, const std::string& command) {
   if (m.text() && !m.hf && data_set(spec) == DataSet::kFortunes && m.shape.vocab < 256) {
     throw InvalidInput(c10::str(command, ": --vocab ", m.shape.vocab,
                                 ": the fortunes text is read as bytes (0..255), so the vocabulary must be >= 256"));
+  }
+  if (spec.checkpoint.save_every < 0) throw InvalidInput(c10::str(command, ": --save-every must be >= 0"));
+  if (spec.checkpoint.save_every > 0 && spec.checkpoint.save.empty()) {
+    throw InvalidInput(c10::str(command, ": --save-every needs --save DIR"));
   }
   if (!spec.checkpoint.save_hf.empty() && !m.hf) {
     throw InvalidInput(c10::str(command, ": --save-hf writes a Hugging Face folder: it needs --init with one"));

@@ -8,7 +8,10 @@
 #include <cmath>
 #include <limits>
 
+#include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/evaluation.h"
+#include "actkit/app/worker_checkpoint.h"
+#include "actkit/converters/run_settings.h"
 #include "actkit/hf/hf_folder.h"
 #include "actkit/measure/memory_floor.h"
 #include "actkit/measure/level_memory.h"
@@ -46,6 +49,7 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
   RunSpec run = config.run;
   resolve_model(run.model, "train");
   check_run_spec(run, "train");
+  const optim::LocalOptimizer optimizer = optim::parse_local_optimizer(optimizer_name(run, RunCommand::kTrain));
   const ModelSpec& m = run.model;
   const ModelEntry& entry = find_model(m.zoo);
   const bool text = entry.task == Task::kLanguageModel;
@@ -65,14 +69,19 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
   MemoryMeter meter(device);
   at::manual_seed(int64_t(run.seed));
   std::shared_ptr<ZooModel> model = open_model(m);
-  if (!run.checkpoint.resume.empty()) load_state_dict(*model, run.checkpoint.resume);
+  // The last checkpoint committed in a --save folder, never a half save;
+  // never one another run is writing.
+  const CheckpointSpec& ckpt = run.checkpoint;
+  if (!ckpt.resume.empty()) files::FolderLock::check_free(ckpt.resume);
+  const std::string resume_from = ckpt.resume.empty() ? "" : committed_folder(ckpt.resume);
+  if (!resume_from.empty()) load_state_dict(*model, resume_from + "/model.pt");
   model->to(device);
   const ConvertResult converted = convert(*model, run.level, run.seed);
   model->train();
-  // AdamW for language models, SGD with momentum for the image classifiers.
+  // AdamW for language models, SGD with momentum for the image classifiers (by default).
   const double lr = peak_lr(run, RunCommand::kTrain), decay = weight_decay(run, RunCommand::kTrain);
   const std::unique_ptr<torch::optim::Optimizer> opt = optim::make_local_optimizer(
-      text ? optim::LocalOptimizer::kAdamW : optim::LocalOptimizer::kSgd, model->parameters(), lr, decay);
+      optimizer, model->parameters(), lr, decay);
 
   TrainResult r;
   r.level = run.level.spec;
@@ -82,6 +91,37 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
   const int64_t steps_per_epoch = (r.train_examples + config.batch - 1) / config.batch;
   const int64_t total_steps = run_steps(run, double(steps_per_epoch));
   check_lr_plan(run.lr_plan, total_steps, "train");
+
+  // What a checkpoint records and a resumed run must share: everything but
+  // the length of the run and the device.
+  const std::string settings = run_settings_text(
+      {{"model", m.describe()}, {"level", run.level.spec}, {"data", to_string(d.set)},
+       {"examples", std::to_string(r.train_examples)}, {"batch", std::to_string(config.batch)},
+       {"optimizer", optimizer_name(run, RunCommand::kTrain)}, {"lr", c10::str(lr, " ", describe(run.lr_plan))}, {"weight decay", c10::str(decay)},
+       {"seed", std::to_string(run.seed)}},
+      {});
+  const WorkerCheckpoint checkpoint("train", 0, 1, settings);
+  if (!resume_from.empty()) {
+    const WorkerCheckpoint::Loaded loaded = checkpoint.load(resume_from, *opt, *converted.controller);
+    if (!loaded.steps_done) {
+      throw FormatError(c10::str("train: ", loaded.file, " records no step count: it is not a train checkpoint"));
+    }
+    r.first_step = *loaded.steps_done;
+    if (r.first_step >= total_steps) {
+      throw InvalidInput(c10::str("train: the checkpoint is of step ", r.first_step, ", the run has ", total_steps,
+                                  " steps: nothing to do"));
+    }
+  }
+  // One run per --save folder: a second would interleave its files with ours.
+  std::unique_ptr<files::FolderLock> save_lock;
+  if (!ckpt.save.empty()) {
+    save_lock = std::make_unique<files::FolderLock>(ckpt.save);
+    claim_checkpoint_folder(ckpt.save, "train: --save");
+  }
+  auto save_checkpoint = [&](int64_t steps_done) {
+    checkpoint.save(begin_step_folder(ckpt.save, steps_done), steps_done, *opt, *converted.controller, *model);
+    commit_checkpoint(ckpt.save, steps_done);
+  };
   StepTiming timing;
   meter.reset_peak();
   // Whole epochs, the last one cut short where the run's steps end; each
@@ -89,10 +129,15 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
   auto epoch_of = [&](int64_t step) { return step / steps_per_epoch; };
   auto steps_in_epoch = [&](int64_t epoch) { return std::min(steps_per_epoch, total_steps - epoch * steps_per_epoch); };
   double loss_sum = 0;
+  int64_t loss_steps = 0;  // of this epoch, run by this process
   TrainingLoop loop;
+  loop.first_step = r.first_step;
   loop.steps = total_steps;
   loop.allow_non_finite = run.allow_non_finite;
+  loop.save_every = ckpt.save_every;
+  if (!ckpt.save.empty()) loop.save = save_checkpoint;
   loop.step = [&](int64_t step) {
+    seed_step(run.seed, step, 0);
     const int64_t epoch = epoch_of(step), first = (step - epoch * steps_per_epoch) * config.batch;
     const Batch b = data->train_batch(epoch * r.train_examples + first, std::min(config.batch, r.train_examples - first));
     const at::Tensor x = b.inputs.to(device), y = b.labels.to(device);
@@ -100,7 +145,7 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
     const auto t0 = std::chrono::steady_clock::now();
     int64_t before = 0;
     StepHooks hooks;
-    if (step == 0) {  // the first step's activation memory, measured as ActNN does
+    if (step == r.first_step) {  // the first step's activation memory, measured as ActNN does
       hooks.before_forward = [&] { before = meter.current(); };
       hooks.after_loss = [&](const at::Tensor& out, const at::Tensor& loss) {
         r.activation_bytes = activation_bytes(before, meter.current(), out, loss);
@@ -109,34 +154,34 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
     const at::Tensor loss = train_step(*model, *converted.controller, *opt, x, y, hooks);
     synchronize(device);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (step > 0) {
+    if (step > r.first_step) {
       timing.total_ms += ms;
       ++timing.steps;
     }
     ++r.steps;
-    if (step == epoch * steps_per_epoch) loss_sum = 0;
-    loss_sum += loss.item<double>();
-    return LoopStep{loss.item<double>(), ms / 1000, double(b.example_ids.size()), text, false};
+    if (step == epoch * steps_per_epoch || step == r.first_step) loss_sum = 0, loss_steps = 0;
+    r.train_losses.push_back(loss.item<double>());
+    loss_sum += r.train_losses.back();
+    ++loss_steps;
+    return LoopStep{r.train_losses.back(), ms / 1000, double(b.example_ids.size()), text, false};
   };
   loop.on_step = [&](const StepProgress& p) {
     const int64_t epoch = epoch_of(p.step - 1), within = p.step - epoch * steps_per_epoch;
     const int64_t epoch_steps = steps_in_epoch(epoch);
-    if (on_progress) on_progress({int(epoch), within, epoch_steps, loss_sum / double(within)});
+    if (on_progress) on_progress({int(epoch), within, epoch_steps, loss_sum / double(loss_steps)});
     if (within < epoch_steps) return;
-    r.final_train_loss = loss_sum / double(epoch_steps);
+    r.final_train_loss = loss_sum / double(loss_steps);
     r.peak_bytes = std::max(r.peak_bytes, meter.peak());  // training only, not evaluation
     (text ? r.final_validation_loss : r.final_test_accuracy) = evaluate(*model, *data, config.batch, device);
     meter.reset_peak();
   };
   run_training_loop(loop);
   r.step_time_ms = timing.mean_ms();
-  if (!run.checkpoint.save.empty()) {  // a path the user named: /dev/null stays a device
-    const std::vector<char> bytes = state_dict_bytes(*model);
-    files::write_output_file(run.checkpoint.save, bytes.data(), bytes.size());
+  if (!ckpt.save.empty()) {
+    save_checkpoint(total_steps);
+    save_state_dict(*model, ckpt.save + "/model.pt");  // a copy where users look for the model, as dp's
   }
-  if (!run.checkpoint.save_hf.empty()) {
-    save_hf_folder(*model, *m.hf, run.checkpoint.save_hf, run.checkpoint.save_hf_over_init);
-  }
+  if (!ckpt.save_hf.empty()) save_hf_folder(*model, *m.hf, ckpt.save_hf, ckpt.save_hf_over_init);
   return r;
 }
 

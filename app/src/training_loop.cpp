@@ -2,6 +2,8 @@
 
 #include <c10/util/StringUtil.h>
 
+#include <ATen/Context.h>
+
 #include <chrono>
 
 #include "actkit/core/errors.h"
@@ -14,14 +16,22 @@ double run_training_loop(const TrainingLoop& loop) {
   const auto start = std::chrono::steady_clock::now();
   for (int64_t s = loop.first_step; s < loop.steps; ++s) {
     const LoopStep done = loop.step(s);
-    if (loop.save_every > 0 && (s + 1) % loop.save_every == 0 && s + 1 < loop.steps) loop.save(s + 1);
+    // Checked before the checkpoint: a step that went wrong never becomes
+    // the commit that replaces the last good one. (A rank that does not
+    // know the loss waits in the checkpoint for the one that stopped.)
     if (loop.checks_loss) check_finite_loss(done.loss, s + 1, loop.rank, loop.allow_non_finite);
+    if (loop.save_every > 0 && (s + 1) % loop.save_every == 0 && s + 1 < loop.steps) loop.save(s + 1);
     if (loop.on_step) {
       const double rate = done.seconds > 0 ? done.items / done.seconds : 0;
       loop.on_step({s + 1, loop.steps, done.loss, rate, done.tokens, done.compressing});
     }
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void seed_step(uint64_t run_seed, int64_t step, int rank) {
+  // Odd multipliers keep (step, rank) pairs apart; the value is a seed, not a secret.
+  at::manual_seed(run_seed + 0x9e3779b97f4a7c15ull * uint64_t(step + 1) + 0xbf58476d1ce4e5b9ull * uint64_t(rank));
 }
 
 RunFinish::RunFinish(const std::string& command, int rank, int64_t steps)

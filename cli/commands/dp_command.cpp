@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "rank_launcher.h"
+#include "exchange_flags.h"
 #include "run_flags.h"
 
 namespace actkit::cli {
@@ -25,8 +26,7 @@ namespace {
 struct DpFlags {
   app::DpRunConfig run;
   int workers = 2;
-  std::string optimizer = "onebit-adam", link = "process";
-  std::string bandwidth = "unlimited", latency = "0";
+  LinkFlags links;
   RankFlags rank;
   std::string json_path;
   std::string trace_path;
@@ -36,10 +36,10 @@ void finish_config(DpFlags& f) {
   app::DpRunConfig& r = f.run;
   finish_run_spec(r.run, app::RunCommand::kDp);
   const double backoff = r.optimizer.backoff_factor;  // the flag's, before the name sets the rest
-  r.optimizer = optim::parse_optimizer_choice(f.optimizer);
+  r.optimizer = optim::parse_optimizer_choice(app::optimizer_name(r.run, app::RunCommand::kDp));
   r.optimizer.backoff_factor = backoff;
-  r.link = parse_link_mode(f.link);
-  r.egress = {parse_bandwidth(f.bandwidth), parse_latency(f.latency)};
+  r.link = parse_link_mode(f.links.mode);
+  r.egress = {parse_bandwidth(f.links.bandwidth), parse_latency(f.links.latency)};
   r.group.backend = f.rank.backend;
   r.validate();
   // Before the run spends its time (and before any rank starts).
@@ -120,16 +120,8 @@ void add_dp_command(CLI::App& app) {
   add_run_flags(p, &r.run, app::RunCommand::kDp);
   p->add_option("--workers", f->workers, "Data-parallel workers (one process each)")->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--optimizer", f->optimizer, "adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
-      ->capture_default_str();
-  add_onebit_backoff_option(p, &r.optimizer.backoff_factor);
-  p->add_option("--warmup-steps", r.warmup_steps, "1-bit: steps before the freeze (default: --warmup-fraction)");
-  p->add_option("--warmup-fraction", r.warmup_fraction, "1-bit: the warm-up as a fraction of the run")
-      ->capture_default_str();
-  p->add_option("--bandwidth", f->bandwidth, "Each worker's link rate, e.g. 100Mbps")->capture_default_str();
-  p->add_option("--latency", f->latency, "One-way link latency, e.g. 10ms")->capture_default_str();
-  p->add_option("--link", f->link, "process (paced here) or kernel (tc in network namespaces; root)")
-      ->capture_default_str();
+  add_onebit_flags(p, {&r.optimizer, &r.warmup_steps, &r.warmup_fraction}, app::RunCommand::kDp);
+  add_link_flags(p, &f->links, app::RunCommand::kDp);
   p->add_option("--batch", r.batch, "Examples per worker and micro-batch")->check(kPositiveNumber)->capture_default_str();
   p->add_option("--accumulate", r.accumulate,
                 "Micro-batches per worker and step (gradient accumulation): a global batch of workers × batch × N")

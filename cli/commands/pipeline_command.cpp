@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "rank_launcher.h"
+#include "exchange_flags.h"
 #include "run_flags.h"
 
 namespace actkit::cli {
@@ -29,11 +30,10 @@ namespace {
 // The flags, as given; turned into an app::PipelineRunConfig once.
 struct PipelineFlags {
   app::PipelineRunConfig run;
-  std::string schedule = "1f1b", balance = "params", link = "process";
+  std::string schedule = "1f1b", balance = "params";
   pipeline::BoundaryChoice boundary;  // --codec, --fw-bits, --bw-bits, --stochastic, --tah-*
   std::string grid = "symmetric", scale = "tensor", bw_scale = "tensor", tied = "codec";
-  std::string bandwidth = "unlimited", latency = "0";
-  std::string optimizer = "adamw";
+  LinkFlags links;
   std::string buffer_memory = "unlimited", buffer_format = "fp16";
   RankFlags rank;
   std::string json_path;
@@ -64,10 +64,10 @@ void finish_config(PipelineFlags& f) {
   c.buffers.format = pipeline::parse_buffer_format(f.buffer_format);
   c.buffers.memory_budget = f.buffer_memory == "unlimited" ? -1 : parse_byte_size(f.buffer_memory);
   c.balance = pipeline::parse_balance(f.balance);
-  c.link_mode = parse_link_mode(f.link);
+  c.link_mode = parse_link_mode(f.links.mode);
   const size_t links = size_t(std::max(c.stages - 1, 0));
-  const auto rates = parse_bandwidth_list(f.bandwidth, std::max<size_t>(links, 1));
-  const auto delays = parse_latency_list(f.latency, std::max<size_t>(links, 1));
+  const auto rates = parse_bandwidth_list(f.links.bandwidth, std::max<size_t>(links, 1));
+  const auto delays = parse_latency_list(f.links.latency, std::max<size_t>(links, 1));
   c.forward_links.clear();
   c.backward_links.clear();
   for (size_t i = 0; i < links; ++i) {
@@ -77,14 +77,15 @@ void finish_config(PipelineFlags& f) {
     c.backward_links.push_back({rate, delays[i]});
   }
   r.first_link_bps = rates.front();
+  const std::string optimizer = app::optimizer_name(r.run, app::RunCommand::kPipeline, c.replicas > 1);
   if (c.replicas > 1) {
     const double backoff = r.replica_optimizer.backoff_factor;  // the flag's, before the name sets the rest
-    r.replica_optimizer = optim::parse_optimizer_choice(f.optimizer);
+    r.replica_optimizer = optim::parse_optimizer_choice(optimizer);
     r.replica_optimizer.backoff_factor = backoff;
-  } else if (optim::is_local_optimizer(f.optimizer)) {
-    r.stage_optimizer = optim::parse_local_optimizer(f.optimizer);
+  } else if (optim::is_local_optimizer(optimizer)) {
+    r.stage_optimizer = optim::parse_local_optimizer(optimizer);
   } else {
-    throw InvalidInput("pipeline: --optimizer " + f.optimizer +
+    throw InvalidInput("pipeline: --optimizer " + optimizer +
                        ": expected adamw or sgd (the data-parallel optimizers need --dp N, N > 1)");
   }
   r.group.backend = f.rank.backend;
@@ -175,7 +176,7 @@ void launch(const PipelineFlags& f) {
     launch_local(launch);
     return;
   }
-  const auto rates = parse_bandwidth_list(f.bandwidth, size_t(std::max(k - 1, 1)));
+  const auto rates = parse_bandwidth_list(f.links.bandwidth, size_t(std::max(k - 1, 1)));
   launch_shaped(
       launch,
       [&](int r, int peer) {
@@ -245,30 +246,16 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--fw-bits", f->boundary.fw_bits, "Activation bits (tah: the high-entropy tokens'; the rest get one less)")
       ->capture_default_str();
   p->add_option("--bw-bits", f->boundary.bw_bits, "Gradient bits (DirectQ) for directq, tah and aqsgd")->capture_default_str();
-  p->add_option("--bandwidth", f->bandwidth, "Link rate, e.g. 100Mbps; one, or one per boundary")
-      ->capture_default_str();
-  p->add_option("--latency", f->latency, "One-way link latency, e.g. 10ms; one, or one per boundary")
-      ->capture_default_str();
-  p->add_option("--link", f->link, "process (paced here) or kernel (tc in a network namespace; root)")
-      ->capture_default_str();
+  add_link_flags(p, &f->links, app::RunCommand::kPipeline);
   p->add_option("--balance", f->balance, "Stage split: params or time")->capture_default_str();
   p->add_option("--validation-batches", r.validation_batches, "Micro-batches of validation at the end")
       ->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--optimizer", f->optimizer,
-                "adamw or sgd; with --dp: adam, lamb, onebit-adam, onebit-lamb, fp16-adam or fp16-lamb")
-      ->capture_default_str();
-  add_onebit_backoff_option(p, &r.replica_optimizer.backoff_factor);
   p->add_option("--dp", c.replicas, "Data-parallel replicas of the whole pipeline (stages × N processes)")
       ->check(kPositiveNumber)
       ->capture_default_str();
-  p->add_option("--dp-warmup-steps", r.replica_warmup_steps, "--dp with a 1-bit optimizer: steps of the warm-up")
-      ->check(kNonNegativeNumber);
-  p->add_option("--dp-warmup-fraction", r.replica_warmup_fraction,
-                "--dp with a 1-bit optimizer: the warm-up as a fraction of the run (without --dp-warmup-steps)")
-      ->capture_default_str();
-  p->add_option("--save-every", r.save_every, "Also checkpoint to --save every N steps")
-      ->check(kNonNegativeNumber);
+  add_onebit_flags(p, {&r.replica_optimizer, &r.replica_warmup_steps, &r.replica_warmup_fraction},
+                   app::RunCommand::kPipeline);
   add_rank_flags(p, &f->rank);
   add_json_option(p, &f->json_path);
   set_rank_callback(p, [f] { finish_config(*f); }, [f] { run_rank(*f); }, [f] { launch(*f); });

@@ -55,25 +55,28 @@ void run_train(TrainArgs& a) {
     fmt::print("test accuracy {:.2f}%  train loss {:.4f}  step {:.1f} ms  peak {}\n", 100 * r.final_test_accuracy,
                r.final_train_loss, r.step_time_ms, mib(r.peak_bytes));
   }
-  if (!run.checkpoint.save.empty()) fmt::print("weights saved to {}\n", run.checkpoint.save);
+  if (r.first_step > 0) fmt::print("resumed at step {} from {}\n", r.first_step, run.checkpoint.resume);
+  if (!run.checkpoint.save.empty()) fmt::print("checkpoint saved to {} (the model: {}/model.pt)\n", run.checkpoint.save, run.checkpoint.save);
   if (!run.checkpoint.save_hf.empty()) fmt::print("Hugging Face folder written to {}\n", run.checkpoint.save_hf);
 
   nlohmann::json j{{"model", m.zoo},
                    {"data", to_string(set)},
                    {"level", run.level.spec},
                    {"device", r.device},
-                   {"epochs", run.epochs},
                    {"batch", c.batch},
                    {"seed", run.seed},
                    {"train_examples", r.train_examples},
                    {"test_examples", r.test_examples},
+                   {"start_step", r.first_step},
                    {"steps", r.steps},
+                   {"train_losses", r.train_losses},
                    {"final_test_accuracy", r.final_test_accuracy},
                    {"final_validation_loss", r.final_validation_loss},
                    {"final_train_loss", r.final_train_loss},
                    {"step_time_ms", r.step_time_ms},
                    {"peak_bytes", r.peak_bytes},
                    {"activation_bytes", r.activation_bytes}};
+  if (run.steps == 0) j["epochs"] = run.epochs;  // else the run was counted in steps
   // Compared with L0 unless the level is plain fp32 training itself. An L5
   // run on CUDA holds the defrag allocator for the whole process, and L0
   // needs LibTorch's: that comparison takes a process of its own.

@@ -70,13 +70,14 @@ std::map<std::string, at::Tensor> StageCheckpoint::read_parameters(const std::st
         stage_files.push_back(path + "/" + name);
       }
     }
-    if (runs.empty()) throw FormatError(c10::str("checkpoint ", path, ": no stage<s>of<K>.pt files in the directory"));
-    if (runs.size() > 1) {
+    if (runs.empty() && files::exists(path + "/model.pt")) {
+      stage_files.push_back(path + "/model.pt");  // a train or dp step folder: the whole model
+    } else if (runs.empty()) {
+      throw FormatError(c10::str("checkpoint ", path, ": no stage<s>of<K>.pt files or model.pt in the directory"));
+    } else if (runs.size() > 1) {
       throw FormatError(c10::str("checkpoint ", path, " holds the stages of runs with ", runs.begin()->first, " and ",
                                  runs.rbegin()->first, " stages; keep one run's files"));
-    }
-    const auto& [k, present] = *runs.begin();
-    if (int(present.size()) != k) {
+    } else if (const auto& [k, present] = *runs.begin(); int(present.size()) != k) {
       throw FormatError(c10::str("checkpoint ", path, ": ", present.size(), " of the ", k, " stage files are there"));
     }
     std::sort(stage_files.begin(), stage_files.end());

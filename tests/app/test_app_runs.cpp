@@ -173,15 +173,18 @@ TEST(DpRun, FirstLossIsTheSeededModelOnTheFirstBatch) {
 // Saved after 2 of 4 steps and resumed, a run ends as the straight run does.
 TEST(DpRun, ResumesBitForBit) {
   app::DpRunConfig straight = small_dp();
+  straight.run.model.shape.dropout = 0.1;  // each step draws: a resumed run draws the same
   const app::DpRunResult whole = app::run_dp_worker(straight);
-  app::DpRunConfig first = small_dp();
+  app::DpRunConfig first = straight;
   first.run.steps = 2;
   first.run.lr_plan.schedule = app::LrSchedule::kConstant;
   straight.run.lr_plan.schedule = app::LrSchedule::kConstant;
   straight.group = one_rank();
   const app::DpRunResult reference = app::run_dp_worker(straight);
   first.run.checkpoint.save = fresh_dir("dp");
+  first.run.checkpoint.save_every = 1;  // step 1 committed, then replaced by step 2's
   app::run_dp_worker(first);
+  EXPECT_EQ(app::committed_folder(first.run.checkpoint.save), app::step_folder(first.run.checkpoint.save, 2));
   app::DpRunConfig rest = straight;
   rest.run.checkpoint.resume = first.run.checkpoint.save;
   rest.group = one_rank();
@@ -434,7 +437,7 @@ TEST(PipelineRun, RefusesBadSettings) {
   c.run.steps = 0;
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
-  c.save_every = 1;  // without save
+  c.run.checkpoint.save_every = 1;  // without save
   EXPECT_THROW(c.validate(), InvalidInput);
   c = small_pipeline();
   c.run.model.zoo = "resnet18";

@@ -50,6 +50,23 @@ TEST(RunSpec, EachCommandsDefaultsLiveInOnePlace) {
   EXPECT_DOUBLE_EQ(app::weight_decay(given, RunCommand::kPipeline), 0.0);
 }
 
+// One --optimizer: each command's default, and the rate and decay that
+// follow the optimizer (not the model) in train.
+TEST(RunSpec, TheOptimizerDefaultsByCommand) {
+  app::RunSpec spec = app::default_run_spec(RunCommand::kTrain);
+  EXPECT_EQ(app::optimizer_name(spec, RunCommand::kTrain), "sgd");
+  spec.model.zoo = "gpt2";
+  EXPECT_EQ(app::optimizer_name(spec, RunCommand::kTrain), "adamw");
+  spec.optimizer = "sgd";  // SGD on a language model: SGD's rate and decay
+  EXPECT_DOUBLE_EQ(app::peak_lr(spec, RunCommand::kTrain), 0.05);
+  EXPECT_DOUBLE_EQ(app::weight_decay(spec, RunCommand::kTrain), 5e-4);
+  EXPECT_EQ(app::optimizer_name(app::default_run_spec(RunCommand::kDp), RunCommand::kDp), "onebit-adam");
+  const app::RunSpec pipeline = app::default_run_spec(RunCommand::kPipeline);
+  EXPECT_EQ(app::optimizer_name(pipeline, RunCommand::kPipeline), "adamw");
+  // Across --dp replicas the default is a data-parallel optimizer (adamw is none: `pipeline --dp 2` was refused).
+  EXPECT_EQ(app::optimizer_name(pipeline, RunCommand::kPipeline, true), "adam");
+}
+
 TEST(RunSpec, StepsCountInsteadOfEpochsAndAFractionEndsWithinAnEpoch) {
   app::RunSpec s = app::default_run_spec(RunCommand::kDp);
   s.epochs = 2;

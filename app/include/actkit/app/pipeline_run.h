@@ -27,7 +27,7 @@ struct PipelineRunConfig {
   // (text), the level, the rate (peak 3e-4, constant by default, as the
   // pipeline's fidelity runs were made), the seed (1), the run's length and
   // the checkpoint: `save` a folder for each stage's checkpoint (also every
-  // save_every steps), `resume` the run such a folder holds (`init` then
+  // checkpoint.save_every steps), `resume` the run such a folder holds (`init` then
   // may only name the Hugging Face folder it started from, and
   // resolve_pipeline_model finds that folder again when it is left out),
   // `save_hf` (with a Hugging Face folder as init, and `save`) the trained
@@ -40,7 +40,6 @@ struct PipelineRunConfig {
   // in a temporary directory of the rank's own, removed at the end.
   pipeline::PipelineConfig pipeline;
   int64_t validation_batches = 8;
-  int64_t save_every = 0;  // also checkpoint every N steps
   double aqsgd_warmup_epochs = 1;  // aqsgd: epochs sent in full precision
   // Each stage's optimizer (pipeline.replicas == 1).
   optim::LocalOptimizer stage_optimizer = optim::LocalOptimizer::kAdamW;

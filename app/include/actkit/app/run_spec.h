@@ -71,8 +71,9 @@ struct DataSpec {
 
 // Where a run's results go and what it starts from.
 struct CheckpointSpec {
-  std::string save;    // --save: a folder of ACTkit's checkpoint (train: a state-dict file)
-  std::string resume;  // --resume: continue the run --save wrote (train: start from its weights)
+  std::string save;    // --save: a folder of ACTkit's checkpoint (checkpoint_folder.h)
+  std::string resume;  // --resume: continue the run a --save folder holds, exactly
+  int64_t save_every = 0;  // --save-every: also checkpoint to `save` every N steps (0: at the end only)
   std::string save_hf;            // --save-hf: the trained model as a Hugging Face folder (needs a folder --init)
   bool save_hf_over_init = false;  // --save-hf-over-init: save_hf may be the --init folder itself
 };
@@ -86,6 +87,7 @@ struct RunSpec {
   DataSpec data;
   CheckpointSpec checkpoint;
   LevelConfig level = level_preset("L0");  // --level
+  std::string optimizer;                   // --optimizer (empty: optimizer_name's default)
   std::optional<double> lr;                // --lr: the peak (unset: peak_lr's default)
   LrPlan lr_plan;                          // --lr-schedule, --lr-warmup-steps
   std::optional<double> weight_decay;      // --weight-decay (unset: weight_decay's default)
@@ -105,6 +107,13 @@ RunSpec default_run_spec(RunCommand command);
 // over the examples may end within a step; the result is at
 // least 1).
 int64_t run_steps(const RunSpec& spec, double steps_per_epoch);
+
+// The optimizer a run uses, by name: the spec's, or the command's default
+// (train: adamw for language models, sgd for the image classifiers; dp:
+// onebit-adam; pipeline: adamw in each stage, or adam across `replicated`
+// copies of the pipeline). Whether the command takes that name is the
+// command's check (optim/local_optimizer.h, optim/optimizer_choice.h).
+std::string optimizer_name(const RunSpec& spec, RunCommand command, bool replicated = false);
 
 // The peak rate and the weight decay a run uses: the spec's, or the
 // command's default for its model and optimizer.

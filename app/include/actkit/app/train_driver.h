@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actkit/app/run_spec.h"
 
@@ -15,9 +16,11 @@ struct TrainConfig {
   // language model), the data (image classifiers: fashion-mnist or
   // synthetic; language models: fortunes or synthetic tokens), the level
   // (L3 by default), the peak rate (default: SGD with momentum 0.9 at 0.05;
-  // language models AdamW at 1e-3), the seed, and where the weights go:
-  // checkpoint.save a state-dict file, checkpoint.resume one to start from
-  // (the optimizer starts afresh), checkpoint.save_hf a Hugging Face folder.
+  // language models AdamW at 1e-3), the seed, and the checkpoint:
+  // checkpoint.save a checkpoint folder (checkpoint_folder.h; the model,
+  // the optimizer, the level's state and the step, also every save_every
+  // steps, with DIR/model.pt a copy of the model), checkpoint.resume one
+  // to go on from exactly, checkpoint.save_hf a Hugging Face folder.
   RunSpec run = default_run_spec(RunCommand::kTrain);
   int64_t batch = 64;
   std::string device = "cpu";  // or "cuda[:N]": model and batches there, data kept on the host
@@ -39,7 +42,9 @@ struct TrainResult {
   std::string device;
   int64_t peak_bytes = 0;       // peak bytes on the device during training steps (evaluation excluded)
   int64_t activation_bytes = 0; // of the first step, measured as ActNN does
-  int64_t steps = 0;
+  int64_t first_step = 0;       // where a resumed run went on
+  int64_t steps = 0;            // run by this call
+  std::vector<double> train_losses;  // of each step run
   int64_t train_examples = 0;
   int64_t test_examples = 0;
 };

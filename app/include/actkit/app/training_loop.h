@@ -38,10 +38,16 @@ struct TrainingLoop {
 };
 
 // Runs loop.step for every step of [first_step, steps): after each, the
-// checkpoint when one is due, the finite-loss check, the progress. Returns
+// finite-loss check, the checkpoint when one is due, the progress. Returns
 // the wall time of the loop in seconds. Throws what a step or a save
 // throws, and Error naming the step and rank for a loss that is not finite.
 double run_training_loop(const TrainingLoop& loop);
+
+// Seeds the global generators (dropout's) for step `step` of worker `rank`
+// from the run's seed alone, so that a resumed run draws what the straight
+// run drew. Called at the start of each step by train and dp (the pipeline
+// seeds its stages the same way in pipeline/).
+void seed_step(uint64_t run_seed, int64_t step, int rank);
 
 // The finish of a multi-process run after its `steps` steps, in phases
 // whose failures read "dp: rank 1: after 6 steps of training: the

@@ -33,9 +33,10 @@ class StageCheckpoint {
   // errors are the rank's own).
   std::string optimizer_file(const std::string& dir) const;
 
-  // Every tensor of a checkpoint `path`: one state-dict file, or the
+  // Every tensor of a checkpoint `path`: one state-dict file, the
   // stage<s>of<K>.pt files of a directory save() wrote, which must all be
-  // there and all come from one run of K stages. Throws FormatError.
+  // there and all come from one run of K stages, or the model.pt of a
+  // step folder `actkit train` or `actkit dp` wrote. Throws FormatError.
   static std::map<std::string, at::Tensor> read_parameters(const std::string& path);
 
   // Writes the parameter and optimizer files whole beside their final
