@@ -18,7 +18,7 @@ const char* model_help(RunCommand which) {
 }
 
 const char* init_help(RunCommand which) {
-  return which == RunCommand::kPipeline
+  return which != RunCommand::kDp
              ? "Start from a state-dict file, a folder --save wrote, or a Hugging Face folder (its model, weights and "
                "tokenizer; --model and the shape but --seq-len are not used)"
              : "A Hugging Face folder of a language model: its model, weights and tokenizer (--model and the shape "
@@ -57,7 +57,7 @@ const char* optimizer_help(RunCommand which) {
 
 const char* lr_help(RunCommand which) {
   switch (which) {
-    case RunCommand::kTrain: return "Peak learning rate (default: SGD 0.05 for images, AdamW 1e-3 for text)";
+    case RunCommand::kTrain: return "Peak learning rate (default: SGD 0.05, AdamW 1e-3)";
     case RunCommand::kDp: return "Peak learning rate (default 1e-3)";
     case RunCommand::kPipeline: return "Peak learning rate (default 3e-4)";
   }
@@ -138,7 +138,7 @@ void add_training_flags(CLI::App* command, app::RunSpec* run, RunCommand which) 
   command
       ->add_option_function<double>(
           "--weight-decay", [run](double decay) { run->weight_decay = decay; },
-          "Weight decay (default: train 5e-4 for images, 0.01 for text; dp 0; pipeline 0.01)")
+          "Weight decay (default: train SGD 5e-4, AdamW 0.01; dp 0; pipeline 0.01)")
       ->check(kNonNegativeNumber);
   command->add_option("--seed", run->seed, "Seed for weights, data order and rounding")->capture_default_str();
   CLI::Option* epochs =
@@ -160,13 +160,16 @@ void add_run_flags(CLI::App* command, app::RunSpec* run, RunCommand which) {
 }
 
 void finish_run_spec(app::RunSpec& run, RunCommand which) {
-  app::resolve_model(run.model, to_string(which), which == RunCommand::kPipeline);
+  app::resolve_model(run.model, to_string(which), which != RunCommand::kDp);
   app::check_run_spec(run, to_string(which));
 }
 
 void check_run_outputs(const app::RunSpec& run, RunCommand which) {
   const app::CheckpointSpec& c = run.checkpoint;
   const std::string command = to_string(which);
+  if (!c.save.empty() && c.save == c.save_hf) {
+    throw InvalidInput(command + ": --save and --save-hf name one folder (" + c.save + "): give each its own");
+  }
   if (!c.save_hf.empty()) {
     check_hf_output(c.save_hf, run.model.init, c.save_hf_over_init, command + ": --save-hf");
     files::check_writable_folder(c.save_hf);

@@ -147,6 +147,8 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
                                {"lr", c10::str(lr, " ", describe(run.lr_plan))},
                                {"weight decay", c10::str(decay)},
                                {"seed", std::to_string(run.seed)}});
+  // Added later, so at the end: a checkpoint from before them is checked on the rest.
+  for (auto& item : model_data_settings(run)) facts.push_back(std::move(item));
   comm.handshake(facts);
   // What a checkpoint records and a resumed run must share: everything the
   // ranks compare but the length of the run.

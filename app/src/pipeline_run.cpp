@@ -158,7 +158,9 @@ void PipelineRunConfig::validate() const {
                        step_memory_floor(c.model, c.model_options, c.micro_batch_size, c.seq_len));
   }
   check_link_backend(c.link_mode, group.backend);
-  if (aqsgd_warmup_epochs < 0) throw InvalidInput("pipeline: --warmup-epochs must be >= 0");
+  if (warmup_epochs && !(*warmup_epochs >= 0 && std::isfinite(*warmup_epochs))) {
+    throw InvalidInput("pipeline: --warmup-epochs must be a finite number >= 0");
+  }
   check_lr_plan(run.lr_plan, run.steps > 0 ? run.steps : std::numeric_limits<int64_t>::max(), "pipeline");
   if (c.replicas > 1) {
     // Each replica's stage 0 would time the pieces itself and could split differently.
@@ -203,7 +205,10 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
   pipeline::ReplicaShare source(all_replicas, groups.replica, c.micro_batches);
   const int64_t per_step = int64_t(c.micro_batches) * c.micro_batch_size * n;
   const int64_t train_examples = data->train_size();
-  c.buffers.warmup_steps = steps_of(config.aqsgd_warmup_epochs, train_examples, per_step);
+  // AQ-SGD's first epoch goes in full precision, as in the paper; the other codecs' only when asked.
+  const double warmup_epochs =
+      config.warmup_epochs.value_or(c.forward_codec.kind == pipeline::BoundaryCodec::kAqsgd ? 1.0 : 0.0);
+  c.warmup_steps = steps_of(warmup_epochs, train_examples, per_step);
   // m(ξ) lives next to the checkpoint that must find it again (the stores
   // hold their checkpoints themselves): a resumed run goes on with the
   // stores it started with; a run that saves nothing keeps it in a
@@ -354,7 +359,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
   r.leader = true;
   r.step_time_s = timed > 0 ? timed_s / double(timed) : 0;
   r.tokens_per_s = r.step_time_s > 0 ? tokens_per_step / r.step_time_s : 0;
-  r.aqsgd_warmup_steps = c.buffers.warmup_steps;
+  r.warmup_steps = c.warmup_steps;
   for (const auto& l : r.links) {
     r.boundary_bytes += l.bytes;
     r.fp32_bytes += l.raw_bytes;
@@ -411,7 +416,7 @@ nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult&
               {"read_gbps", double(b.read) / std::max(1e-9, r.run_s) / 1e9},
               {"write_gbps", double(b.written) / std::max(1e-9, r.run_s) / 1e9},
               {"wait_s", b.wait_s},
-              {"warmup_steps", r.aqsgd_warmup_steps}};
+              {"warmup_steps", r.warmup_steps}};
   }
   const int64_t steps_run = std::max<int64_t>(1, r.start.steps - r.start.first_step);
   return {{"model", c.model},
@@ -420,6 +425,7 @@ nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult&
           {"seq_len", c.seq_len},
           {"codec", pipeline::to_string(c.forward_codec.kind)},
           {"forward_codec", c.forward_codec.describe()},
+          {"full_precision_steps", r.warmup_steps},
           {"backward_codec", c.backward_codec.describe()},
           {"backward_feedback", c.backward_feedback},
           {"tied_gradient", pipeline::to_string(c.tied_gradient)},

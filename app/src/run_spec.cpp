@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "actkit/core/errors.h"
+#include "actkit/core/files.h"
 #include "actkit/text/tokenizer.h"
 
 namespace actkit::app {
@@ -43,6 +44,20 @@ std::shared_ptr<const Tokenizer> open_tokenizer(const ModelSpec& spec) {
                                " tokens, the model's vocabulary ", spec.hf->options.vocab_size));
   }
   return tokenizer;
+}
+
+std::vector<std::pair<std::string, std::string>> model_data_settings(const RunSpec& spec) {
+  const ModelSpec& m = spec.model;
+  const LanguageModelShape& s = m.shape;
+  std::vector<std::pair<std::string, std::string>> items;
+  if (m.text()) {
+    items.emplace_back("shape", m.hf ? c10::str("seq_len=", s.seq_len)
+                                     : c10::str("layers=", s.layers, " hidden=", s.hidden, " heads=", s.heads,
+                                                " seq_len=", s.seq_len, " dropout=", s.dropout, " vocab=", s.vocab));
+  }
+  items.emplace_back("data path", spec.data.path.empty() ? "default" : spec.data.path);
+  if (!m.hf && !m.init.empty()) items.emplace_back("init", m.init);
+  return items;
 }
 
 DataSet data_set(const RunSpec& spec) {
@@ -148,6 +163,11 @@ void check_run_spec(const RunSpec& spec, const std::string& command) {
   if (m.text() && !m.hf && data_set(spec) == DataSet::kFortunes && m.shape.vocab < 256) {
     throw InvalidInput(c10::str(command, ": --vocab ", m.shape.vocab,
                                 ": the fortunes text is read as bytes (0..255), so the vocabulary must be >= 256"));
+  }
+  const std::string& resume = spec.checkpoint.resume;
+  if (!resume.empty() && files::exists(resume) && !files::is_directory(resume)) {
+    throw InvalidInput(c10::str(command, ": --resume ", resume, " is a file: --resume continues the folder a --save "
+                                "wrote (to start from a state dict's weights, give it to --init)"));
   }
   if (spec.checkpoint.save_every < 0) throw InvalidInput(c10::str(command, ": --save-every must be >= 0"));
   if (spec.checkpoint.save_every > 0 && spec.checkpoint.save.empty()) {

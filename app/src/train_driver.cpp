@@ -45,9 +45,10 @@ struct StepTiming {
 
 TrainResult run_training(const TrainConfig& config, const std::function<void(const TrainProgress&)>& on_progress) {
   if (config.batch < 1) throw InvalidInput("train: --batch must be >= 1");
-  // A Hugging Face folder names its own model (read once, before anything is built).
+  // A Hugging Face folder names its own model (read once, before anything is
+  // built); another --init is a state dict or a --save folder to start from.
   RunSpec run = config.run;
-  resolve_model(run.model, "train");
+  resolve_model(run.model, "train", /*checkpoint_init=*/true);
   check_run_spec(run, "train");
   const optim::LocalOptimizer optimizer = optim::parse_local_optimizer(optimizer_name(run, RunCommand::kTrain));
   const ModelSpec& m = run.model;
@@ -74,7 +75,11 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
   const CheckpointSpec& ckpt = run.checkpoint;
   if (!ckpt.resume.empty()) files::FolderLock::check_free(ckpt.resume);
   const std::string resume_from = ckpt.resume.empty() ? "" : committed_folder(ckpt.resume);
-  if (!resume_from.empty()) load_state_dict(*model, resume_from + "/model.pt");
+  if (!resume_from.empty()) {
+    load_state_dict(*model, resume_from + "/model.pt");
+  } else if (!m.hf && !m.init.empty()) {  // weights to start from, with this run's own settings
+    load_state_dict(*model, files::is_directory(m.init) ? committed_folder(m.init) + "/model.pt" : m.init);
+  }
   model->to(device);
   const ConvertResult converted = convert(*model, run.level, run.seed);
   model->train();
@@ -94,12 +99,17 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
 
   // What a checkpoint records and a resumed run must share: everything but
   // the length of the run and the device.
-  const std::string settings = run_settings_text(
-      {{"model", m.describe()}, {"level", run.level.spec}, {"data", to_string(d.set)},
-       {"examples", std::to_string(r.train_examples)}, {"batch", std::to_string(config.batch)},
-       {"optimizer", optimizer_name(run, RunCommand::kTrain)}, {"lr", c10::str(lr, " ", describe(run.lr_plan))}, {"weight decay", c10::str(decay)},
-       {"seed", std::to_string(run.seed)}},
-      {});
+  RunSettings facts{{"model", m.describe()},
+                    {"level", run.level.spec},
+                    {"data", to_string(d.set)},
+                    {"examples", std::to_string(r.train_examples)},
+                    {"batch", std::to_string(config.batch)},
+                    {"optimizer", optimizer_name(run, RunCommand::kTrain)},
+                    {"lr", c10::str(lr, " ", describe(run.lr_plan))},
+                    {"weight decay", c10::str(decay)},
+                    {"seed", std::to_string(run.seed)}};
+  for (auto& item : model_data_settings(run)) facts.push_back(std::move(item));
+  const std::string settings = run_settings_text(facts, {});
   const WorkerCheckpoint checkpoint("train", 0, 1, settings);
   if (!resume_from.empty()) {
     const WorkerCheckpoint::Loaded loaded = checkpoint.load(resume_from, *opt, *converted.controller);

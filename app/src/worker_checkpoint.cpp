@@ -54,11 +54,15 @@ WorkerCheckpoint::Loaded WorkerCheckpoint::load(const std::string& folder, torch
                                 " (", loaded.file, "): was it saved by another number of workers?"));
   }
   std::optional<std::vector<uint8_t>> state;
-  std::optional<std::string> saved_settings;
-  read_checkpoint_archive(loaded.file, command_, "an optimizer state", [&](torch::serialize::InputArchive& archive) {
+  const auto read = [&](torch::serialize::InputArchive& archive) {
+    // The settings first: a run with another optimizer or shape is refused
+    // by name, before its optimizer fails to read the other's state.
+    // (Checkpoints written before they recorded settings resume as before.)
+    if (const std::optional<std::string> saved = read_run_settings(archive)) {
+      check_run_settings(*saved, settings_, command_ + ": resume", loaded.file);
+    }
     optimizer.load(archive);
     state = read_controller_state(archive);
-    saved_settings = read_run_settings(archive);
     at::Tensor steps;
     if (archive.try_read(kStepsKey, steps)) {
       if (steps.scalar_type() != at::kLong || steps.numel() != 1 || steps.item<int64_t>() < 0) {
@@ -66,9 +70,8 @@ WorkerCheckpoint::Loaded WorkerCheckpoint::load(const std::string& folder, torch
       }
       loaded.steps_done = steps.item<int64_t>();
     }
-  });
-  // Checkpoints written before they recorded their settings resume as before.
-  if (saved_settings) check_run_settings(*saved_settings, settings_, command_ + ": resume", loaded.file);
+  };
+  read_checkpoint_archive(loaded.file, command_, "an optimizer state", read, optimizer_device(optimizer));
   if (state) restore_controller_state(controller, *state, c10::str(command_, ": resume: ", loaded.file));
   loaded.controller_restored = state.has_value();
   return loaded;

@@ -230,8 +230,10 @@ void add_pipeline_command(CLI::App& app) {
   p->add_option("--tah-high-share", f->boundary.tah_high_fraction,
                 "tah: share of tokens (highest entropy first) at --fw-bits, the rest at one bit less (default 0.8)")
       ->check(CLI::Range(0.0, 1.0));
-  p->add_option("--warmup-epochs", r.aqsgd_warmup_epochs, "aqsgd: epochs sent in full precision")
-      ->capture_default_str();
+  p->add_option_function<double>(
+       "--warmup-epochs", [f](double epochs) { f->run.warmup_epochs = epochs; },
+       "Epochs whose activations cross in full precision (default: 1 for aqsgd, as the paper; 0 for the others)")
+      ->check(kNonNegativeNumber);
   p->add_option("--buffer-dir", c.buffers.dir,
                 "aqsgd: directory of the m(ξ) stores (default: RESUME/buffers, else SAVE/buffers, else a temporary one)");
   p->add_option("--buffer-memory", f->buffer_memory,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actkit/models/zoo.h"
+#include "actkit/optim/local_optimizer.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
 #include "cli_util.h"
@@ -34,6 +35,7 @@ void run_train(TrainArgs& a) {
   // Before the banner: a typo gets only the error. A Hugging Face folder
   // names its own model (its config.json is read here, once).
   finish_run_spec(run, app::RunCommand::kTrain);
+  optim::parse_local_optimizer(app::optimizer_name(run, app::RunCommand::kTrain));
   const app::ModelSpec& m = run.model;
   const bool text = m.text();
   // Output paths before the run spends its time.

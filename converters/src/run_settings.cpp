@@ -52,17 +52,23 @@ std::optional<std::string> read_run_settings(torch::serialize::InputArchive& arc
 
 void check_run_settings(const std::string& saved, const std::string& now, const std::string& context,
                         const std::string& where) {
-  if (saved == now) return;
+  // Whole items only: "a=1; " is a prefix of "a=1; b=2; ", not of "a=10; ".
+  if (saved == now || (!saved.empty() && now.compare(0, saved.size(), saved) == 0 && saved.size() >= 2 &&
+                       saved.compare(saved.size() - 2, 2, "; ") == 0)) {
+    return;
+  }
   throw FormatError(c10::str(context, ": ", where, " was saved by a run with other settings: ",
                              run_settings_difference(saved, now)));
 }
 
 void read_checkpoint_archive(const std::string& file, const std::string& context, const std::string& kind,
-                             const std::function<void(torch::serialize::InputArchive&)>& read) {
+                             const std::function<void(torch::serialize::InputArchive&)>& read,
+                             const std::optional<c10::Device>& device) {
   const std::string bytes = read_checked_archive(file);
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(bytes.data(), bytes.size());
+    // c10::optional is not std::optional in LibTorch 1.13.
+    archive.load_from(bytes.data(), bytes.size(), device ? c10::optional<c10::Device>(*device) : c10::nullopt);
     read(archive);
   } catch (const c10::Error& e) {
     throw FormatError(c10::str(context, ": ", file, " is not ", kind, ": ", e.what_without_backtrace()));
@@ -73,6 +79,13 @@ void read_checkpoint_archive(const std::string& file, const std::string& context
     // (torch::jit::ObjectAttributeError for a missing key) are not c10::Errors.
     throw FormatError(c10::str(context, ": ", file, " is not ", kind, ": ", e.what()));
   }
+}
+
+c10::Device optimizer_device(const torch::optim::Optimizer& optimizer) {
+  for (const auto& group : optimizer.param_groups()) {
+    if (!group.params().empty()) return group.params().front().device();
+  }
+  return c10::Device(c10::kCPU);
 }
 
 }  // namespace actkit

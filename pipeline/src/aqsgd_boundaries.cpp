@@ -20,10 +20,12 @@ class AqsgdBoundaries : public StageBoundaries {
   AqsgdBoundaries(Communicator& comm, const PipelineConfig& config, const StagePosition& at, int64_t resume_step)
       : StageBoundaries(comm, config, at) {
     const std::vector<int64_t> row{config.seq_len, config.model_options.hidden};
+    BufferOptions buffers = config.buffers;
+    buffers.warmup_steps = config.warmup_steps;
     const auto [send_error, recv_error] = on_each_side([&](bool sender) {
       const int from = sender ? at.stage : at.stage - 1;
       (sender ? send_ : recv_) = std::make_unique<AqsgdBoundary>(
-          store_name(from, from + 1, sender ? "sender" : "receiver"), config.buffers, config.forward_codec, row,
+          store_name(from, from + 1, sender ? "sender" : "receiver"), buffers, config.forward_codec, row,
           resume_step);
     });
     compare_checkpoints(resume_step >= 0 ? c10::str("resuming at step ", resume_step) : "opening the buffers",

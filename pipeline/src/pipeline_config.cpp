@@ -54,8 +54,8 @@ void PipelineConfig::validate() const {
     if (buffers.dir.empty()) throw InvalidInput("aqsgd: no buffer directory (--buffer-dir)");
     if (buffers.memory_budget < -1) throw InvalidInput("aqsgd: the buffer memory budget must be >= 0, or -1 for none");
     if (buffers.prefetch_depth < 0) throw InvalidInput("aqsgd: the prefetch depth must be >= 0");
-    if (buffers.warmup_steps < 0) throw InvalidInput("aqsgd: the warm-up must be >= 0 steps");
   }
+  if (warmup_steps < 0) throw InvalidInput("pipeline: the full-precision warm-up must be >= 0 steps");
   if (forward_codec.kind == BoundaryCodec::kTah && model_options.hidden % forward_codec.tah_group != 0) {
     throw InvalidInput(c10::str("tah: the hidden size ", model_options.hidden, " is not a multiple of the tile size ",
                                 forward_codec.tah_group));
@@ -77,13 +77,16 @@ std::vector<std::pair<std::string, std::string>> PipelineConfig::facts() const {
       {"stages", replicas == 1 ? std::to_string(stages) : c10::str(stages, " x ", replicas, " replicas")},
       {"micro_batches", c10::str(micro_batches, "x", micro_batch_size)},
       {"schedule", c10::str(to_string(schedule), " in_flight=", in_flight)},
-      {"forward_codec", forward_codec.describe()},
+      // A warm-up of another codec than aqsgd's only when set, so that a checkpoint from before it still resumes.
+      {"forward_codec", forward_codec.describe() + (forward_codec.kind != BoundaryCodec::kAqsgd && warmup_steps > 0
+                                                        ? c10::str(" warmup_steps=", warmup_steps)
+                                                        : "")},
       // Suffixes only when set, so that a checkpoint of a run without them still resumes.
       {"backward_codec", backward_codec.describe() + (backward_feedback ? " feedback" : "") +
                              (tied_gradient == TiedGradient::kCodec ? "" : c10::str(" tied=", to_string(tied_gradient)))},
       {"buffers", forward_codec.kind != BoundaryCodec::kAqsgd
                       ? "none"
-                      : c10::str(to_string(buffers.format), " warmup_steps=", buffers.warmup_steps,
+                      : c10::str(to_string(buffers.format), " warmup_steps=", warmup_steps,
                                  " check=", buffers.check)},
       {"level", level.spec},
       {"balance", to_string(balance)},

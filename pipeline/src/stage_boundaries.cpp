@@ -157,14 +157,16 @@ void StageBoundaries::add_to(StageSummary& summary) const { summary.tied_bytes =
 
 namespace {
 
-// Every message through the forward codec.
+// Every message through the forward codec, but the warm-up's in fp32
+// (messages say their codec: the receiver needs no switch).
 class PlainBoundaries : public StageBoundaries {
  public:
   PlainBoundaries(Communicator& comm, const PipelineConfig& config, const StagePosition& at)
       : StageBoundaries(comm, config, at) {}
   void send_activations(const at::Tensor& y, const std::vector<int64_t>&, int64_t step, int micro_batch) override {
+    const BoundaryCodec codec = step < config_.warmup_steps ? BoundaryCodec{} : config_.forward_codec;
     comm_.send(at_.stage + 1, kActivations,
-               encode_boundary(y.detach(), config_.forward_codec, seed(step, micro_batch, SeedKind::kActivations)));
+               encode_boundary(y.detach(), codec, seed(step, micro_batch, SeedKind::kActivations)));
   }
   at::Tensor receive(const std::vector<int64_t>&, int64_t step, int micro_batch) override {
     const std::string which = micro_batch_name(step, micro_batch);

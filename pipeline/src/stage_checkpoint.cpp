@@ -190,7 +190,7 @@ StageCheckpoint::Loaded StageCheckpoint::load(const std::string& dir, StageOptim
       }
     }
   };
-  read_checkpoint_archive(file, "resume", "an optimizer state of this stage", read);
+  read_checkpoint_archive(file, "resume", "an optimizer state of this stage", read, optimizer_device(*optimizers.front()));
   const std::string weights = parameter_file(dir);
   if (!files::exists(weights) || int64_t(file_crc(weights)) != saved_crc) {
     throw FormatError(c10::str("resume: ", weights, " is not the parameter file saved with ", file,

@@ -11,6 +11,7 @@
 #include "actkit/app/checkpoint_folder.h"
 #include "actkit/app/train_driver.h"
 #include "actkit/app/training_loop.h"
+#include "actkit/converters/run_settings.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "test_util.h"
@@ -62,18 +63,40 @@ TEST(TrainCheckpoint, ResumesBitForBit) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed.train_losses[i], reference.train_losses[4 + i]) << "step " << 5 + i;
   EXPECT_EQ(resumed.final_validation_loss, reference.final_validation_loss);
 
-  // Other settings, or nothing left to run: refused, naming why.
+  // Other settings, or nothing left to run, or a file: refused, naming why
+  // (another optimizer by name, not by its state failing to load).
+  auto refused_naming = [&](app::TrainConfig other, const std::string& what) {
+    try {
+      app::run_training(other, nullptr);
+      ADD_FAILURE() << "a resume with another " << what << " was accepted";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
   app::TrainConfig other = rest;
   other.batch = 8;
-  try {
-    app::run_training(other, nullptr);
-    ADD_FAILURE() << "a resume with another batch was accepted";
-  } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("batch"), std::string::npos) << e.what();
-  }
+  refused_naming(other, "batch");
+  other = rest;
+  other.run.optimizer = "sgd";
+  refused_naming(other, "optimizer");
+  other = rest;
+  other.run.model.shape.dropout = 0.2;
+  refused_naming(other, "dropout");
   app::TrainConfig done = rest;
   done.run.steps = 4;
   EXPECT_THROW(app::run_training(done, nullptr), InvalidInput);
+  app::TrainConfig file = rest;
+  file.run.checkpoint.resume = dir.file("ckpt/model.pt");
+  EXPECT_THROW(app::run_training(file, nullptr), InvalidInput);
+
+  // --init of the folder: its weights, with this run's own settings and a fresh optimizer.
+  app::TrainConfig tuned = small_train();
+  tuned.run.steps = 1;
+  tuned.run.optimizer = "sgd";
+  tuned.run.model.init = dir.file("ckpt");
+  const app::TrainResult from_folder = app::run_training(tuned, nullptr);
+  tuned.run.model.init.clear();
+  EXPECT_NE(from_folder.train_losses[0], app::run_training(tuned, nullptr).train_losses[0]);
 }
 
 // --save-every: the folder's commit follows the run, and a run stopped by
@@ -95,4 +118,17 @@ TEST(TrainingLoop, ChecksTheLossBeforeItCheckpoints) {
   loop.allow_non_finite = true;
   app::run_training_loop(loop);
   EXPECT_EQ(saved, (std::vector<int64_t>{1, 2, 3, 4, 5}));  // the last is the command's own save
+}
+
+// Settings a command records are compared item by item; ones added since a
+// checkpoint was saved (at the end) are not held against it, and an item
+// is never a prefix of another ("a=1" of "a=10").
+TEST(RunSettings, ACheckpointIsCheckedOnTheSettingsItHas) {
+  const std::string saved = run_settings_text({{"model", "gpt2"}, {"lr", "1"}}, {});
+  EXPECT_NO_THROW(check_run_settings(saved, saved, "resume", "f"));
+  EXPECT_NO_THROW(check_run_settings(saved, run_settings_text({{"model", "gpt2"}, {"lr", "1"}, {"shape", "x"}}, {}),
+                                     "resume", "f"));
+  EXPECT_THROW(check_run_settings(saved, run_settings_text({{"model", "gpt2"}, {"lr", "10"}}, {}), "resume", "f"),
+               FormatError);
+  EXPECT_THROW(check_run_settings(saved, run_settings_text({{"model", "gpt2"}}, {}), "resume", "f"), FormatError);
 }

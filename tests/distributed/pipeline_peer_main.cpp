@@ -7,11 +7,11 @@
 //
 //   actkit_pipeline_peer SCHEDULE CODEC FW_BITS BW_BITS STEPS OUT [LEVEL [INIT]]
 //
-// From the environment (all but the first for aqsgd runs):
+// From the environment (all but the first and PEER_WARMUP_STEPS for aqsgd runs):
 //   PEER_POOL=N           synthetic examples seen in turn (default: 16 for aqsgd, else 0: all new)
 //   PEER_BUFFERS=DIR      the buffer stores' directory (default OUT/buffers)
 //   PEER_BUFFER_MEMORY=B  memory per store in bytes (-1: no limit; default)
-//   PEER_WARMUP_STEPS=W   steps in full precision (default 2)
+//   PEER_WARMUP_STEPS=W   steps whose activations cross in full precision (default: 2 for aqsgd, else 0)
 //   PEER_SAVE_AT=K:DIR    also checkpoint to DIR after K steps
 //   PEER_RESUME=DIR       continue from DIR (INIT is then ignored)
 //   PEER_CRASH=1          stop after the last step without saving, as a crash would
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     const int64_t pool = std::stoll(env_or("PEER_POOL", aqsgd ? "16" : "0"));
     c.buffers.dir = env_or("PEER_BUFFERS", out + "/buffers");
     c.buffers.memory_budget = std::stoll(env_or("PEER_BUFFER_MEMORY", "-1"));
-    c.buffers.warmup_steps = std::stoll(env_or("PEER_WARMUP_STEPS", "2"));
+    c.warmup_steps = std::stoll(env_or("PEER_WARMUP_STEPS", aqsgd ? "2" : "0"));
     c.buffers.check = true;
     const std::string resume = env_or("PEER_RESUME", "");
     const std::string save_at = env_or("PEER_SAVE_AT", "");

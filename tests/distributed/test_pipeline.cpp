@@ -384,6 +384,23 @@ std::vector<double> read_losses(const std::string& dir) {
   return v;
 }
 
+// A full-precision warm-up for another codec than aqsgd (the control that
+// gives DirectQ AQ-SGD's exact start): the first step's activations cross
+// in fp32, so its loss is the fp32 run's to the bit; without it, it is not.
+TEST(Pipeline, AWarmUpSendsTheFirstStepsActivationsInFullPrecision) {
+  const int steps = 2;
+  const auto fp32 = read_losses(run_pipeline(2, "1f1b", "fp32", 0, 0, steps));
+  const auto cold = read_losses(run_pipeline(2, "1f1b", "directq", 2, 8, steps, "L0", "", true, {}, "_cold"));
+  const auto warm = read_losses(
+      run_pipeline(2, "1f1b", "directq", 2, 8, steps, "L0", "", true, {{"PEER_WARMUP_STEPS", "1"}}, "_warm"));
+  ASSERT_EQ(fp32.size(), size_t(steps));
+  ASSERT_EQ(cold.size(), size_t(steps));
+  ASSERT_EQ(warm.size(), size_t(steps));
+  EXPECT_EQ(warm[0], fp32[0]);
+  EXPECT_NE(cold[0], fp32[0]) << "2-bit activations left the first loss as it was: the test shows nothing";
+  EXPECT_NE(warm[1], fp32[1]);  // then DirectQ (and its 8-bit gradients since the start)
+}
+
 TEST(PipelineAqsgd, BothSidesKeepTheSameBuffersAndTrainCloseToFp32) {
   // 16 examples, 8 a step: every example comes back every other step. The
   // peers compare a checksum of both sides' m(ξ) after every micro-batch

@@ -1,5 +1,6 @@
-// A checkpoint folder that no crash leaves half-written, for the commands
-// whose ranks each write part of a checkpoint (actkit dp, actkit pipeline).
+// A checkpoint folder that no crash leaves half-written, for every training
+// command (actkit train, one writer; actkit dp and actkit pipeline, whose
+// ranks each write part of a checkpoint).
 // A save goes to DIR/step-<N>/; once every rank has written its part, rank
 // 0 points DIR/latest at it (a file written whole, the commit) and removes
 // the older step folders. A reader follows DIR/latest, so it finds the last

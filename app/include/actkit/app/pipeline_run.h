@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -40,7 +41,9 @@ struct PipelineRunConfig {
   // in a temporary directory of the rank's own, removed at the end.
   pipeline::PipelineConfig pipeline;
   int64_t validation_batches = 8;
-  double aqsgd_warmup_epochs = 1;  // aqsgd: epochs sent in full precision
+  // Epochs whose activations cross in full precision (unset: 1 for aqsgd,
+  // as the paper; 0 for the other codecs).
+  std::optional<double> warmup_epochs;
   // Each stage's optimizer (pipeline.replicas == 1).
   optim::LocalOptimizer stage_optimizer = optim::LocalOptimizer::kAdamW;
   // pipeline.replicas > 1: the optimizer across the replicas of a stage
@@ -115,7 +118,7 @@ struct PipelineRunResult {
   int64_t tied_bytes = 0;
   int64_t exchange_bytes = 0;           // replicas: what replica 0's stages' optimizers sent
   optim::ExchangeStats stage0_exchange;  // replicas: stage 0's optimizers together
-  int64_t aqsgd_warmup_steps = 0;
+  int64_t warmup_steps = 0;  // steps whose activations crossed in full precision
   BufferTotals buffers;
   double compression_ratio() const { return boundary_bytes > 0 ? double(fp32_bytes) / double(boundary_bytes) : 1.0; }
 };

@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "actkit/app/lr_schedule.h"
 #include "actkit/app/model_defaults.h"
@@ -30,7 +32,8 @@ struct ModelSpec {
   std::string zoo = "gpt2";  // --model; with a folder, its zoo_name
   LanguageModelShape shape;  // language models: the shape from scratch (a folder's but seq_len is its own)
   // --init: a Hugging Face folder (its model, weights and tokenizer); for
-  // `actkit pipeline` also a state-dict file or a --save folder.
+  // `actkit train` and `pipeline` also a state-dict file or a --save folder
+  // (its weights, to start from with this run's settings).
   std::string init;
   std::optional<HfModelInfo> hf;  // init's config.json, once resolve_model has read it
 
@@ -41,8 +44,8 @@ struct ModelSpec {
 
 // When `spec.init` is given and its config.json has not been read yet:
 // reads it (read_hf_config) and takes the zoo model from it. A folder names
-// its own model: spec.zoo is replaced. With `checkpoint_init` (`actkit
-// pipeline`, which also starts from a state-dict file or a --save folder),
+// its own model: spec.zoo is replaced. With `checkpoint_init` (`actkit train`
+// and `pipeline`, which also start from a state-dict file or a --save folder),
 // an `init` that is not a Hugging Face folder is left to the caller.
 // Throws FormatError for a folder read_hf_config refuses (an `init` with no
 // config.json included), InvalidInput (naming `command`) for a folder whose
@@ -87,7 +90,10 @@ struct RunSpec {
   DataSpec data;
   CheckpointSpec checkpoint;
   LevelConfig level = level_preset("L0");  // --level
-  std::string optimizer;                   // --optimizer (empty: optimizer_name's default)
+  // --optimizer (empty: optimizer_name's default). run_training reads it;
+  // dp and pipeline take theirs parsed into their configs, which the CLI
+  // fills from it.
+  std::string optimizer;
   std::optional<double> lr;                // --lr: the peak (unset: peak_lr's default)
   LrPlan lr_plan;                          // --lr-schedule, --lr-warmup-steps
   std::optional<double> weight_decay;      // --weight-decay (unset: weight_decay's default)
@@ -119,6 +125,12 @@ std::string optimizer_name(const RunSpec& spec, RunCommand command, bool replica
 // command's default for its model and optimizer.
 double peak_lr(const RunSpec& spec, RunCommand command);
 double weight_decay(const RunSpec& spec, RunCommand command);
+
+// What a checkpoint of `spec` records of its model and data beyond their
+// names, and a resumed run must share: a language model's shape (a
+// folder's: its tokens per example), the data path, a start that is no
+// Hugging Face folder. Name-value pairs, for run_settings_text.
+std::vector<std::pair<std::string, std::string>> model_data_settings(const RunSpec& spec);
 
 // The data set a run of `spec` reads: data.set, or the model's default.
 DataSet data_set(const RunSpec& spec);

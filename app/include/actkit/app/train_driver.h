@@ -37,7 +37,7 @@ struct TrainResult {
   std::string level;
   double final_test_accuracy = 0;   // image classifiers
   double final_validation_loss = 0; // language models: mean over the validation text
-  double final_train_loss = 0;  // mean over the last epoch
+  double final_train_loss = 0;  // mean over the last epoch's steps this call ran (a resume's: those after it)
   double step_time_ms = 0;      // mean training step, warm-up excluded
   std::string device;
   int64_t peak_bytes = 0;       // peak bytes on the device during training steps (evaluation excluded)

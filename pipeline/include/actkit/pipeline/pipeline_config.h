@@ -51,7 +51,11 @@ struct PipelineConfig {
   // residual per micro-batch of the step (ErrorFeedback).
   bool backward_feedback = false;
   TiedGradient tied_gradient = TiedGradient::kCodec;
-  BufferOptions buffers;         // aqsgd: where and how m(ξ) is kept
+  // Steps whose activations cross in full precision whatever the codec:
+  // AQ-SGD's warm-up (its buffers fill then), and for the other codecs the
+  // control that gives them the same exact start (docs/fidelity.md).
+  int64_t warmup_steps = 0;
+  BufferOptions buffers;         // aqsgd: where and how m(ξ) is kept (its warmup_steps: the one above)
   LevelConfig level;             // activation compression inside each stage
   BalanceBy balance = BalanceBy::kParameters;
   // Data-parallel copies of the whole pipeline (`actkit pipeline --dp`):
