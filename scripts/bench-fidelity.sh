@@ -3,7 +3,7 @@
 # baseline as strong as the method, on text the model never saw.
 #
 #   [SEEDS="1 2 3"] [FW_BITS="2 3 4"] [STEPS=150] scripts/bench-fidelity.sh \
-#       [corpora|overlap|pretrain|finetune|gradients|tied|speed-setting|summary|all] [OUT_DIR]
+#       [corpora|overlap|pretrain|finetune|gradients|tied|controls|actnn|speed-setting|summary|all] [OUT_DIR]
 #
 # * corpora: two disjoint texts from Debian's fortunes, each shuffled by
 #   fortune with a fixed seed: the pretraining text (every file but the
@@ -30,6 +30,11 @@
 #   through that codec (as every boundary gradient), with error feedback,
 #   and uncompressed.
 #
+# * actnn: ResNet-18 on Fashion-MNIST for one epoch at L0 and L3, each
+#   seed: ActNN's claim, test accuracy paired by seed.
+# * controls: DirectQ per channel and TAH-Quant at 2 and 4 bits with and
+#   without AQ-SGD's full-precision first epoch, beside AQ-SGD: equal starts,
+#   and validation loss against bytes sent (scripts/fidelity_bytes_plot.py).
 # * speed-setting: fp32 and aqsgd fw2 with 2-bit gradients in the micro-
 #   batching scripts/bench-pipeline.sh gradient-target times (16 of 1).
 # * summary: the tables of docs/fidelity.md (scripts/fidelity_summary.py).
@@ -168,6 +173,60 @@ if [[ $what == tied || $what == all ]]; then
   td=("fp32:--codec fp32" "aqsgd2 sr bw4:$aq" "aqsgd2 sr bw4 tied ef:$aq --tied-gradient feedback"
       "aqsgd2 sr bw4 tied fp32:$aq --tied-gradient fp32")
   sweep tied td
+fi
+
+if [[ $what == actnn || $what == all ]]; then
+  # ActNN's claim: ResNet-18 on Fashion-MNIST, one epoch, L0 against L3 (2
+  # bits on average), each seed changing the weights, the data order and
+  # the rounding; the test accuracy over the 10 000 test images.
+  # ACTNN_LIMIT=N trains on the first N images instead of all 60 000 (an
+  # epoch at L3 takes about 20 minutes on the 2-core build machine).
+  limit=${ACTNN_LIMIT:-0}
+  for seed in "${seeds[@]}"; do
+    for level in L0 L3; do
+      [[ -f $out/actnn-$level-s$seed.json ]] && continue
+      "$actkit" train --model resnet18 --data fashion-mnist --level "$level" --epochs 1 --batch 64 --seed "$seed" \
+        --train-limit "$limit" \
+        --no-compare --json "$out/actnn-$level-s$seed.json" > "$out/actnn-$level-s$seed.log" 2>&1 ||
+        { echo "run actnn $level seed $seed failed:"; tail -5 "$out/actnn-$level-s$seed.log"; exit 1; }
+    done
+  done
+  python3 - "$out" "${seeds[*]}" <<'PY' | tee "$out/actnn.md"
+import json, statistics, sys
+out, seeds = sys.argv[1], sys.argv[2].split()
+runs = {lv: [json.load(open(f"{out}/actnn-{lv}-s{s}.json")) for s in seeds] for lv in ("L0", "L3")}
+def spread(v, scale=1, digits=2):
+    return f"{scale * statistics.fmean(v):.{digits}f} ± {scale * (statistics.stdev(v) if len(v) > 1 else 0):.{digits}f}"
+print(f"{runs['L0'][0]['train_examples']} training images, one pass, batch 64\n")
+print(f"| level | test accuracy ({len(seeds)} seeds) | final train loss | activation bytes of a step |")
+print("| --- | --- | --- | --- |")
+for lv, js in runs.items():
+    print(f"| {lv} | {spread([j['final_test_accuracy'] for j in js], 100)} % | "
+          f"{spread([j['final_train_loss'] for j in js], 1, 4)} | {js[0]['activation_bytes']} |")
+d = [a["final_test_accuracy"] - b["final_test_accuracy"] for a, b in zip(runs["L3"], runs["L0"])]
+t = statistics.fmean(d) / (statistics.stdev(d) / len(d) ** 0.5) if len(d) > 1 and statistics.stdev(d) > 0 else float("nan")
+print(f"\nL3 − L0, paired by seed: {', '.join(f'{100 * x:+.2f}' for x in d)} points; mean {100 * statistics.fmean(d):+.2f}, "
+      f"t = {t:.2f} (|t| > 4.30 is significant at 5 % for n = 3)")
+PY
+fi
+
+if [[ $what == controls || $what == all ]]; then
+  pretrain
+  # Equal starts: DirectQ (per channel) and TAH-Quant given AQ-SGD's
+  # full-precision first epoch (--warmup-epochs 1, 25 steps), beside their
+  # runs without it and AQ-SGD's; then validation loss against the bytes
+  # the boundaries sent (OUT_DIR/controls-bytes.svg).
+  ct=("fp32:--codec fp32")
+  for b in 2 4; do
+    dq="--codec directq --fw-bits $b --bw-bits 8 --scale channel"
+    th="--codec tah --fw-bits $b --bw-bits 8 --tah-tile 32"
+    ct+=("aqsgd$b:--codec aqsgd --fw-bits $b --bw-bits 8" "directq$b channel:$dq" "directq$b channel warm:$dq --warmup-epochs 1"
+         "tah$b g32:$th" "tah$b g32 warm:$th --warmup-epochs 1")
+  done
+  sweep controls ct
+  labels=()
+  for entry in "${ct[@]}"; do labels+=("${entry%%:*}"); done
+  python3 scripts/fidelity_bytes_plot.py "$out" "${seeds[*]}" "${labels[@]}" > "$out/controls-bytes.svg"
 fi
 
 if [[ $what == speed-setting || $what == all ]]; then
