@@ -5,9 +5,9 @@
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
-#include "actkit/core/bitfield_codecs.h"
-#include "actkit/core/boundary_codecs.h"
-#include "actkit/core/pergroup_codec.h"
+#include "actkit/core/codecs/bitfield_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
+#include "actkit/core/codecs/pergroup_codec.h"
 #include "actkit/bench/codec_bench.h"
 
 namespace {

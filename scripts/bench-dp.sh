@@ -187,7 +187,7 @@ onebit() {
   for name in lamb-s1 lamb-lrw8-s1 olamb-w13-s1 olamb-w13-lrw8-s1 n156-lamb-s1 n156-olamb-w26-lrw8-s1; do
     python3 -c 'import json,sys; print(sys.argv[2], json.load(open(sys.argv[1]))["val_loss"])' "$out/$name.json" "$name"
   done
-  python3 scripts/onebit_table.py "$out" "$best" "${ob_seeds[@]}"
+  python3 scripts/tables/onebit_table.py "$out" "$best" "${ob_seeds[@]}"
 }
 
 # End-to-end compression (AQ-SGD §4.3): 2 stages × 2 replicas of the

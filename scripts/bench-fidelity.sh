@@ -10,7 +10,7 @@
 #   computing ones and the ASCII art) and the fine-tuning text (computers,
 #   linux, perl; `overlap` says exactly how much of it pretraining read).
 # * overlap: which fine-tuning fortunes the pretraining run also read
-#   verbatim, and its bytes from computing files (scripts/fortune_overlap.py).
+#   verbatim, and its bytes from computing files (scripts/tables/fortune_overlap.py).
 # * pretrain: one checkpoint, fp32, one process, on the pretraining text.
 # * finetune: from that checkpoint, 2-stage 1F1B fine-tuning on 400
 #   examples of the fine-tuning text for 6 epochs (the regime where AQ-SGD
@@ -34,10 +34,10 @@
 #   seed: ActNN's claim, test accuracy paired by seed.
 # * controls: DirectQ per channel and TAH-Quant at 2 and 4 bits with and
 #   without AQ-SGD's full-precision first epoch, beside AQ-SGD: equal starts,
-#   and validation loss against bytes sent (scripts/fidelity_bytes_plot.py).
+#   and validation loss against bytes sent (scripts/tables/fidelity_bytes_plot.py).
 # * speed-setting: fp32 and aqsgd fw2 with 2-bit gradients in the micro-
 #   batching scripts/bench-pipeline.sh gradient-target times (16 of 1).
-# * summary: the tables of docs/fidelity.md (scripts/fidelity_summary.py).
+# * summary: the tables of docs/fidelity.md (scripts/tables/fidelity_summary.py).
 #
 # Tables (mean ± sample standard deviation over the seeds) go to stdout and
 # OUT_DIR/<section>.md; learning curves (training loss, mean over the seeds)
@@ -90,7 +90,7 @@ PY
 
 overlap() {  # how unseen the fine-tuning text is (docs/fidelity.md)
   corpora
-  python3 scripts/fortune_overlap.py "$fortunes" "$out" 8000 400 128 | tee "$out/overlap.md"
+  python3 scripts/tables/fortune_overlap.py "$fortunes" "$out" 8000 400 128 | tee "$out/overlap.md"
 }
 
 pretrain() {
@@ -131,7 +131,7 @@ sweep() {
   done
   local labels=()
   for entry in "${entries[@]}"; do labels+=("${entry%%:*}"); done
-  python3 scripts/fidelity_table.py --runs ft "$out" "$table" "${seeds[*]}" "${labels[@]}" | tee "$out/$table.md"
+  python3 scripts/tables/fidelity_table.py --runs ft "$out" "$table" "${seeds[*]}" "${labels[@]}" | tee "$out/$table.md"
 }
 
 if [[ $what == corpora ]]; then corpora; fi
@@ -226,7 +226,7 @@ if [[ $what == controls || $what == all ]]; then
   sweep controls ct
   labels=()
   for entry in "${ct[@]}"; do labels+=("${entry%%:*}"); done
-  python3 scripts/fidelity_bytes_plot.py "$out" "${seeds[*]}" "${labels[@]}" > "$out/controls-bytes.svg"
+  python3 scripts/tables/fidelity_bytes_plot.py "$out" "${seeds[*]}" "${labels[@]}" > "$out/controls-bytes.svg"
 fi
 
 if [[ $what == speed-setting || $what == all ]]; then
@@ -250,5 +250,5 @@ fi
 
 if [[ $what == summary || $what == all ]]; then
   # The tables of docs/fidelity.md, from whichever runs above exist.
-  python3 scripts/fidelity_summary.py "$out" "${seeds[*]}" "${fw_bits[*]}" | tee "$out/summary.md"
+  python3 scripts/tables/fidelity_summary.py "$out" "${seeds[*]}" "${fw_bits[*]}" | tee "$out/summary.md"
 fi

@@ -8,7 +8,7 @@
 # against memory.
 #
 #   [RATES="unlimited R1 R2 ..."] scripts/bench-pipeline.sh [throughput|schedules|memory|convergence|
-#                              aqsgd-throughput|gpipe-throughput|gpipe-target|gradient-target|
+#                              aqsgd-throughput|gpipe-throughput|gpipe-target|gradient-target|in-flight|
 #                              aqsgd-convergence|aqsgd-store|pretrain|all] [OUT_DIR]
 #
 # `pretrain` only makes OUT_DIR/pretrained, a train checkpoint folder (scripts/bench-dp.sh uses it).
@@ -306,6 +306,57 @@ if [[ $what == gradient-target || $what == all ]]; then
   gradient_codecs+=("aqsgd fw2/bw2 if4:--codec aqsgd --fw-bits 2 --bw-bits 2 --stochastic --in-flight 4"
                     "tah fw3-4/bw2:--codec tah --fw-bits 4 --bw-bits 2 --stochastic --in-flight 16")
   target_point grt gradient_codecs "${RATE8_1F1B:-5Mbps}" --schedule 1f1b
+fi
+
+if [[ $what == in-flight || $what == all ]]; then
+  # Tokens/s against how many micro-batches stage 0 may hold (--in-flight
+  # 2, 4, 8, 16) at RATE8_1F1B, without and with link latency (LATENCIES,
+  # default "0 20ms"), beside each stage's measured peak memory: at which
+  # memory a speed-up holds. 1F1B, 16 micro-batches of one sequence, fp32
+  # and AQ-SGD fw2 with 2-bit gradients (stochastic); then GPipe with L3
+  # inside the stages against 1F1B at L0 (both AQ-SGD): the schedule that
+  # holds every micro-batch, made to fit by compressing inside the stages.
+  # One round each.
+  rate=${RATE8_1F1B:-5Mbps}
+  read -r -a latencies <<< "${LATENCIES:-0 20ms}"
+  aq="--codec aqsgd --fw-bits 2 --bw-bits 2 --stochastic"
+  for lat in "${latencies[@]}"; do
+    for k in 2 4 8 16; do
+      for entry in "fp32:--codec fp32" "aqsgd:$aq"; do
+        # shellcheck disable=SC2086
+        run "if-${entry%%:*}-k$k-$lat" --stages 2 --micro-batches 16 --micro-batch-size 1 --data synthetic \
+          --train-limit 16 --warmup-epochs 0 --steps 16 --validation-batches 1 --bandwidth "$rate" --latency "$lat" \
+          --schedule 1f1b --in-flight "$k" ${entry#*:}
+      done
+    done
+    for entry in "gpipe-L3:--schedule gpipe --level L3" "1f1b-L0:--schedule 1f1b --level L0"; do
+      # shellcheck disable=SC2086
+      run "if-aqsgd-${entry%%:*}-$lat" --stages 2 --micro-batches 16 --micro-batch-size 1 --data synthetic \
+        --train-limit 16 --warmup-epochs 0 --steps 16 --validation-batches 1 --bandwidth "$rate" --latency "$lat" \
+        $aq ${entry#*:}
+    done
+  done
+  python3 - "$out" "$rate" "${latencies[@]}" <<'PY'
+import json, sys
+out, rate, latencies = sys.argv[1], sys.argv[2], sys.argv[3:]
+def load(name):
+    return json.load(open(f"{out}/{name}.json"))
+mib = lambda b: f"{b / 2**20:.1f}"
+print(f"| latency | in flight | fp32 tokens/s | AQ-SGD fw2/bw2 tokens/s | ÷ fp32 | AQ-SGD peak MiB, stage 0 / 1 |")
+print("| --- | --- | --- | --- | --- | --- |")
+for lat in latencies:
+    for k in (2, 4, 8, 16):
+        f, a = load(f"if-fp32-k{k}-{lat}"), load(f"if-aqsgd-k{k}-{lat}")
+        peaks = " / ".join(mib(p) for p in a["peak_memory_bytes"])
+        print(f"| {lat} | {k} | {f['tokens_per_s']:.0f} | {a['tokens_per_s']:.0f} | "
+              f"{a['tokens_per_s'] / f['tokens_per_s']:.2f}× | {peaks} |")
+print(f"\n| latency | AQ-SGD fw2/bw2, schedule and level | tokens/s | peak MiB, stage 0 / 1 |")
+print("| --- | --- | --- | --- |")
+for lat in latencies:
+    for s in ("gpipe-L3", "1f1b-L0"):
+        j = load(f"if-aqsgd-{s}-{lat}")
+        print(f"| {lat} | {s} | {j['tokens_per_s']:.0f} | {' / '.join(mib(p) for p in j['peak_memory_bytes'])} |")
+PY
 fi
 
 if [[ $what == aqsgd-convergence || $what == all ]]; then

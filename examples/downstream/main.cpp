@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "actkit/converters/convert.h"
-#include "actkit/core/pergroup_codec.h"
+#include "actkit/core/codecs/pergroup_codec.h"
 #include "actkit/core/version.h"
 #include "actkit/models/zoo.h"
 

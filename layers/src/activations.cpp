@@ -4,7 +4,7 @@
 //   Softmax               the quantized output
 #include <cmath>
 
-#include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/codecs/bitfield_codecs.h"
 #include "actkit/layers/functional.h"
 #include "autograd_common.h"
 

@@ -3,7 +3,7 @@
 //   AvgPool  nothing but the input's shape
 #include <cmath>
 
-#include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/codecs/bitfield_codecs.h"
 #include "actkit/layers/functional.h"
 #include "autograd_common.h"
 

@@ -6,12 +6,12 @@
 
 #include <cstring>
 
-#include "actkit/core/boundary_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
 #include "actkit/core/checksum.h"
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/errors.h"
-#include "actkit/core/pergroup_codec.h"
-#include "actkit/core/raw_codec.h"
+#include "actkit/core/codecs/pergroup_codec.h"
+#include "actkit/core/codecs/raw_codec.h"
 
 namespace actkit::pipeline {
 namespace {

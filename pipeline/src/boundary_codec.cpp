@@ -4,10 +4,10 @@
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
 
-#include "actkit/core/boundary_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/errors.h"
-#include "actkit/core/raw_codec.h"
+#include "actkit/core/codecs/raw_codec.h"
 
 namespace actkit::pipeline {
 

@@ -15,7 +15,7 @@
 #include "actkit/core/bit_allocation.h"
 #include "actkit/core/compressed_tensor.h"
 #include "actkit/core/level.h"
-#include "actkit/core/pergroup_codec.h"
+#include "actkit/core/codecs/pergroup_codec.h"
 #include "actkit/core/sample_ranges.h"
 #include "common.h"
 

@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/codecs/bitfield_codecs.h"
 #include "actkit/core/errors.h"
 #include "test_util.h"
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "actkit/core/bitfield_codecs.h"
-#include "actkit/core/boundary_codecs.h"
-#include "actkit/core/pergroup_codec.h"
+#include "actkit/core/codecs/bitfield_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
+#include "actkit/core/codecs/pergroup_codec.h"
 #ifdef ACTKIT_WITH_DISTRIBUTED
 #include "actkit/comm/onebit_codec.h"
 #endif

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "actkit/core/errors.h"
-#include "actkit/core/pergroup_codec.h"
+#include "actkit/core/codecs/pergroup_codec.h"
 #include "test_util.h"
 
 using namespace actkit;

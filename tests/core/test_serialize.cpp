@@ -7,12 +7,12 @@
 #include <cstring>
 #include <random>
 
-#include "actkit/core/bitfield_codecs.h"
-#include "actkit/core/boundary_codecs.h"
+#include "actkit/core/codecs/bitfield_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
-#include "actkit/core/pergroup_codec.h"
-#include "actkit/core/raw_codec.h"
+#include "actkit/core/codecs/pergroup_codec.h"
+#include "actkit/core/codecs/raw_codec.h"
 #include "test_util.h"
 
 using namespace actkit;

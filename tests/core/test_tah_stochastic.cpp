@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "actkit/core/boundary_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
 #include "actkit/kernels/half.h"
 #include "actkit/kernels/tah.h"
 #include "actkit/kernels/tah_math.h"

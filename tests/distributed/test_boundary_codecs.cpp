@@ -14,7 +14,7 @@
 #include <random>
 #include <type_traits>
 
-#include "actkit/core/boundary_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
 #include "actkit/core/checksum.h"
 #include "actkit/core/errors.h"
 #include "actkit/kernels/half.h"

@@ -11,7 +11,7 @@
 #include "actkit/core/device.h"
 #include "actkit/core/errors.h"
 #include "actkit/core/level.h"
-#include "actkit/core/pergroup_codec.h"
+#include "actkit/core/codecs/pergroup_codec.h"
 #include "actkit/core/transfer_queue.h"
 #include "actkit/swap/activation_swapper.h"
 #include "test_util.h"

@@ -1,4 +1,4 @@
-#include "actkit/core/bitfield_codecs.h"
+#include "actkit/core/codecs/bitfield_codecs.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "actkit/core/boundary_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
 #include "actkit/core/errors.h"
 #include "dispatch.h"
 

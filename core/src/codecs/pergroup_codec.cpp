@@ -1,4 +1,4 @@
-#include "actkit/core/pergroup_codec.h"
+#include "actkit/core/codecs/pergroup_codec.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>

@@ -1,4 +1,4 @@
-#include "actkit/core/raw_codec.h"
+#include "actkit/core/codecs/raw_codec.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>

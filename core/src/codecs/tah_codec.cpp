@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "actkit/core/boundary_codecs.h"
+#include "actkit/core/codecs/boundary_codecs.h"
 #include "actkit/core/errors.h"
 #include "actkit/kernels/half.h"
 #include "dispatch.h"

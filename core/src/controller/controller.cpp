@@ -9,7 +9,7 @@
 
 #include "actkit/core/errors.h"
 #include "actkit/core/gradients.h"
-#include "actkit/core/pergroup_codec.h"
+#include "actkit/core/codecs/pergroup_codec.h"
 #include "actkit/core/sample_ranges.h"
 #include "controller/bit_budgets.h"
 #include "controller/gradient_policy.h"

@@ -1,6 +1,6 @@
 """The summary tables of docs/fidelity.md from the runs of scripts/bench-fidelity.sh.
 
-    python3 scripts/fidelity_summary.py OUT_DIR "SEED ..." "FW_BITS ..."
+    python3 scripts/tables/fidelity_summary.py OUT_DIR "SEED ..." "FW_BITS ..."
 
 Validation loss ÷ fp32's (per seed, then mean ± sample standard deviation) for each codec
 at each forward bit width, and the gradient and tied-gradient frontiers, from

@@ -3,7 +3,7 @@
 fortunes the pretraining run also read, verbatim, and how much of what
 pretraining read came from computing files of its own.
 
-  scripts/fortune_overlap.py FORTUNES_DIR OUT_DIR PRETRAIN_EXAMPLES FINETUNE_EXAMPLES SEQ_LEN
+  scripts/tables/fortune_overlap.py FORTUNES_DIR OUT_DIR PRETRAIN_EXAMPLES FINETUNE_EXAMPLES SEQ_LEN
 
 Reads OUT_DIR/pretrain.txt and OUT_DIR/finetune.txt (scripts/bench-fidelity.sh
 corpora) and cuts them as ACTkit's text corpus does (data/src/text_corpus.cpp):

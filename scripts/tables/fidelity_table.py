@@ -1,6 +1,6 @@
 """The table and learning curves of one sweep of scripts/bench-fidelity.sh.
 
-    python3 scripts/fidelity_table.py [--runs RUNS] OUT_DIR TABLE "SEED ..." LABEL ...
+    python3 scripts/tables/fidelity_table.py [--runs RUNS] OUT_DIR TABLE "SEED ..." LABEL ...
 
 Reads OUT_DIR/RUNS-<label>-s<seed>.json (`actkit pipeline --json`; RUNS
 defaults to TABLE, spaces in a label become underscores), prints a

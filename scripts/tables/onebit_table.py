@@ -1,6 +1,6 @@
 """The 1-bit LAMB / 1-bit Adam table of docs/fidelity.md from scripts/bench-dp.sh onebit's runs.
 
-    python3 scripts/onebit_table.py OUT_DIR ADAM_LR SEED...
+    python3 scripts/tables/onebit_table.py OUT_DIR ADAM_LR SEED...
 
 Each 1-bit run against its full-precision twin of the same seed: validation loss, the ratio with its spread and a
 paired t statistic over the seeds, the volume counted two ways, and from the traces how the relative update of the

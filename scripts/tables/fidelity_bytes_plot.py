@@ -4,7 +4,7 @@ setting (mean over the seeds, with the seeds' spread as a bar), as SVG on
 stdout, and a Markdown table on stderr: the equal-bytes view of
 scripts/bench-fidelity.sh controls.
 
-    python3 scripts/fidelity_bytes_plot.py OUT_DIR "SEED ..." LABEL ...
+    python3 scripts/tables/fidelity_bytes_plot.py OUT_DIR "SEED ..." LABEL ...
 
 Reads OUT_DIR/ft-<label>-s<seed>.json (`actkit pipeline --json`: val_loss,
 boundary_bytes, full_precision_steps). The first label is the reference
