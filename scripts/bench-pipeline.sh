@@ -316,41 +316,46 @@ if [[ $what == in-flight || $what == all ]]; then
   # and AQ-SGD fw2 with 2-bit gradients (stochastic); then GPipe with L3
   # inside the stages against 1F1B at L0 (both AQ-SGD): the schedule that
   # holds every micro-batch, made to fit by compressing inside the stages.
-  # One round each.
+  # One round each. STAGES (default 2) and IN_FLIGHT (default "2 4 8 16";
+  # at least STAGES each) change the pipeline.
   rate=${RATE8_1F1B:-5Mbps}
+  stages=${STAGES:-2}
   read -r -a latencies <<< "${LATENCIES:-0 20ms}"
+  read -r -a in_flight <<< "${IN_FLIGHT:-2 4 8 16}"
   aq="--codec aqsgd --fw-bits 2 --bw-bits 2 --stochastic"
   for lat in "${latencies[@]}"; do
-    for k in 2 4 8 16; do
+    for k in "${in_flight[@]}"; do
       for entry in "fp32:--codec fp32" "aqsgd:$aq"; do
         # shellcheck disable=SC2086
-        run "if-${entry%%:*}-k$k-$lat" --stages 2 --micro-batches 16 --micro-batch-size 1 --data synthetic \
+        run "if-${entry%%:*}-k$k-$lat" --stages "$stages" --micro-batches 16 --micro-batch-size 1 --data synthetic \
           --train-limit 16 --warmup-epochs 0 --steps 16 --validation-batches 1 --bandwidth "$rate" --latency "$lat" \
           --schedule 1f1b --in-flight "$k" ${entry#*:}
       done
     done
     for entry in "gpipe-L3:--schedule gpipe --level L3" "1f1b-L0:--schedule 1f1b --level L0"; do
       # shellcheck disable=SC2086
-      run "if-aqsgd-${entry%%:*}-$lat" --stages 2 --micro-batches 16 --micro-batch-size 1 --data synthetic \
+      run "if-aqsgd-${entry%%:*}-$lat" --stages "$stages" --micro-batches 16 --micro-batch-size 1 --data synthetic \
         --train-limit 16 --warmup-epochs 0 --steps 16 --validation-batches 1 --bandwidth "$rate" --latency "$lat" \
         $aq ${entry#*:}
     done
   done
-  python3 - "$out" "$rate" "${latencies[@]}" <<'PY'
+  python3 - "$out" "$rate" "${in_flight[*]}" "${latencies[@]}" <<'PY'
 import json, sys
-out, rate, latencies = sys.argv[1], sys.argv[2], sys.argv[3:]
+out, rate, in_flight, latencies = sys.argv[1], sys.argv[2], [int(k) for k in sys.argv[3].split()], sys.argv[4:]
 def load(name):
     return json.load(open(f"{out}/{name}.json"))
 mib = lambda b: f"{b / 2**20:.1f}"
-print(f"| latency | in flight | fp32 tokens/s | AQ-SGD fw2/bw2 tokens/s | ÷ fp32 | AQ-SGD peak MiB, stage 0 / 1 |")
+print(f"| latency | in flight | fp32 tokens/s | AQ-SGD fw2/bw2 tokens/s | ÷ fp32 at {in_flight[0]} in flight "
+      f"| AQ-SGD peak MiB per stage |")
 print("| --- | --- | --- | --- | --- | --- |")
 for lat in latencies:
-    for k in (2, 4, 8, 16):
+    base = load(f"if-fp32-k{in_flight[0]}-{lat}")["tokens_per_s"]
+    for k in in_flight:
         f, a = load(f"if-fp32-k{k}-{lat}"), load(f"if-aqsgd-k{k}-{lat}")
         peaks = " / ".join(mib(p) for p in a["peak_memory_bytes"])
         print(f"| {lat} | {k} | {f['tokens_per_s']:.0f} | {a['tokens_per_s']:.0f} | "
-              f"{a['tokens_per_s'] / f['tokens_per_s']:.2f}× | {peaks} |")
-print(f"\n| latency | AQ-SGD fw2/bw2, schedule and level | tokens/s | peak MiB, stage 0 / 1 |")
+              f"{a['tokens_per_s'] / base:.2f}× | {peaks} |")
+print(f"\n| latency | AQ-SGD fw2/bw2, schedule and level | tokens/s | peak MiB per stage |")
 print("| --- | --- | --- | --- |")
 for lat in latencies:
     for s in ("gpipe-L3", "1f1b-L0"):
