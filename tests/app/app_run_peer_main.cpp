@@ -21,6 +21,7 @@
 #include "actkit/app/dp_run.h"
 #include "actkit/app/pipeline_run.h"
 #include "actkit/converters/state_dict.h"
+#include "app/small_run.h"
 
 using namespace actkit;
 
@@ -32,10 +33,7 @@ app::DpRunConfig dp_config(const std::string& mode, const std::string& out) {
   c.group = GroupConfig::from_env();
   c.run.steps = 2;
   if (mode == "dp-text") {
-    c.run.model.zoo = "gpt2";
-    c.run.model.shape = {1, 32, 2, 16, 0.0};
-    c.run.data.set = DataSet::kSynthetic;
-    c.run.data.train_limit = 64;
+    make_small_text_run(c.run, {1, 32, 2, 16, 0.0}, 64);
     c.batch = 4;
   } else {
     c.run.model.zoo = "resnet18";

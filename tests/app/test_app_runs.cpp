@@ -30,6 +30,7 @@
 #include "actkit/core/files.h"
 #include "peer_ranks.h"
 #include "test_paths.h"
+#include "app/small_run.h"
 
 using namespace actkit;
 
@@ -44,10 +45,7 @@ GroupConfig one_rank() {
 
 app::DpRunConfig small_dp() {
   app::DpRunConfig c;
-  c.run.model.zoo = "gpt2";
-  c.run.model.shape = {1, 32, 2, 16, 0.0};
-  c.run.data.set = DataSet::kSynthetic;
-  c.run.data.train_limit = 64;
+  make_small_text_run(c.run, {1, 32, 2, 16, 0.0}, 64);
   c.optimizer = optim::parse_optimizer_choice("adam");
   c.batch = 4;
   c.run.steps = 4;

@@ -10,6 +10,7 @@
 #include "actkit/text/tokenizer.h"
 #include "test_paths.h"
 #include "test_util.h"
+#include "app/small_run.h"
 
 using namespace actkit;
 using app::RunCommand;
@@ -158,10 +159,7 @@ TEST(RunSpec, TheTokenizerAndTrainingReadNothingTwice) {
 // --epochs 0.5 of 64 examples at batch 16: two steps, one evaluation.
 TEST(RunSpec, TrainRunsAFractionOfAnEpoch) {
   app::TrainConfig c;
-  c.run.model.zoo = "gpt2";
-  c.run.model.shape = {1, 16, 2, 8, 0.0};
-  c.run.data.set = DataSet::kSynthetic;
-  c.run.data.train_limit = 64;
+  make_small_text_run(c.run, {1, 16, 2, 8, 0.0}, 64);
   c.run.data.validation_limit = 16;
   c.run.level = level_preset("L0");
   c.run.epochs = 0.5;

@@ -15,6 +15,7 @@
 #include "actkit/core/errors.h"
 #include "actkit/core/files.h"
 #include "test_util.h"
+#include "app/small_run.h"
 
 using namespace actkit;
 
@@ -25,10 +26,7 @@ namespace {
 // constant, so a shorter run takes the same first steps.
 app::TrainConfig small_train() {
   app::TrainConfig c;
-  c.run.model.zoo = "gpt2";
-  c.run.model.shape = {1, 16, 2, 8, 0.1};
-  c.run.data.set = DataSet::kSynthetic;
-  c.run.data.train_limit = 48;
+  make_small_text_run(c.run, {1, 16, 2, 8, 0.1}, 48);
   c.run.data.validation_limit = 16;
   c.run.level = level_preset("L3");
   c.run.lr_plan.schedule = app::LrSchedule::kConstant;

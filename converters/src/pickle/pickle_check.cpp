@@ -10,6 +10,7 @@
 
 #include "actkit/core/errors.h"
 #include "pickle/pickle_globals.h"
+#include "pickle/pickle_input.h"
 
 namespace actkit {
 namespace {
@@ -24,10 +25,10 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // hands out a container only once it is complete, so every value's depth is
 // known when it is made and never changes after: a value cannot grow deeper
 // through a copy nested elsewhere, nor contain itself.
-class PickleWalk {
+class PickleWalk : PickleInput<PickleWalk> {
  public:
   PickleWalk(const std::string& pickle, const std::string& name, const RecordSizes& records, const ModuleCode* code)
-      : data_(pickle), name_(name), records_(records), code_(code) {}
+      : PickleInput(pickle), name_(name), records_(records), code_(code) {}
 
   void run() {
     for (bool more = true; more;) {
@@ -113,39 +114,9 @@ class PickleWalk {
     return true;
   }
 
+  friend class PickleInput<PickleWalk>;
   [[noreturn]] void fail(const std::string& why) const {
     throw FormatError(c10::str("record ", name_, " byte ", op_at_, ": ", why));
-  }
-
-  // --- input, never past its end
-  uint8_t u8() {
-    if (pos_ >= data_.size()) fail("the pickle is truncated (it ends before its STOP)");
-    return uint8_t(data_[pos_++]);
-  }
-  uint64_t le(size_t n) {  // an unsigned little-endian integer of n <= 8 bytes
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= uint64_t(u8()) << (8 * i);
-    return v;
-  }
-  size_t skip(uint64_t n) {  // where the n bytes skipped begin
-    if (n > data_.size() - pos_) fail("the pickle is truncated");
-    const size_t at = pos_;
-    pos_ += size_t(n);
-    return at;
-  }
-  std::string line() {
-    const size_t end = data_.find('\n', pos_);
-    if (end == std::string::npos) fail("the pickle is truncated");
-    const size_t at = pos_;
-    pos_ = end + 1;
-    return data_.substr(at, end - at);
-  }
-  int64_t long1(uint8_t n) {
-    if (n > 8) fail("an integer wider than 64 bits");
-    if (n == 0) return 0;
-    uint64_t v = le(n);
-    if (n < 8 && (v >> (8 * n - 1)) & 1) v |= ~uint64_t(0) << (8 * n);  // sign-extend
-    return int64_t(v);
   }
 
   // --- the stack: slots above the innermost MARK are the current frame
@@ -482,11 +453,9 @@ class PickleWalk {
     if (stack_.size() != 1 || !marks_.empty()) fail("the pickle ends with an unbalanced stack");
   }
 
-  const std::string& data_;
   const std::string& name_;
   const RecordSizes& records_;
   const ModuleCode* code_;
-  size_t pos_ = 0;
   size_t op_at_ = 0;
   std::vector<Slot> stack_;
   std::vector<size_t> marks_;

@@ -13,6 +13,7 @@
 
 #include "actkit/core/errors.h"
 #include "pickle/pickle_check.h"
+#include "pickle/pickle_input.h"
 #include "pickle/pickle_value.h"
 
 namespace actkit {
@@ -55,14 +56,14 @@ bool callable_global(const std::string& name) {
 // dicts, tuples, strings, numbers and tensors. Every read is checked against
 // the end of the pickle and every stack, mark and memo access against its
 // container; anything else is a FormatError naming the byte offset.
-class Unpickler {
+class Unpickler : PickleInput<Unpickler> {
  public:
   // `load_storage(key, dtype, numel)` returns the storage record `key` as a
   // 1-D tensor of `numel` elements, or throws FormatError.
   using StorageLoader = std::function<at::Tensor(const std::string&, at::ScalarType, int64_t)>;
 
   Unpickler(const std::string& pickle, StorageLoader load_storage)
-      : data_(pickle), load_storage_(std::move(load_storage)) {}
+      : PickleInput(pickle), load_storage_(std::move(load_storage)) {}
   Unpickler(const Unpickler&) = delete;
   Unpickler& operator=(const Unpickler&) = delete;
 
@@ -222,39 +223,9 @@ class Unpickler {
   }
 
  private:
+  friend class PickleInput<Unpickler>;
   [[noreturn]] void fail(const std::string& what) const {
     throw FormatError(c10::str("data.pkl byte ", op_pos_, ": ", what));
-  }
-
-  // --- input, never past its end
-  uint8_t u8() {
-    if (pos_ >= data_.size()) fail("the pickle is truncated");
-    return uint8_t(data_[pos_++]);
-  }
-  uint64_t le(size_t n) {  // an unsigned little-endian integer of n <= 8 bytes
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= uint64_t(u8()) << (8 * i);
-    return v;
-  }
-  std::string bytes(uint64_t n) {
-    if (n > data_.size() - pos_) fail("the pickle is truncated");
-    std::string s = data_.substr(pos_, size_t(n));
-    pos_ += size_t(n);
-    return s;
-  }
-  std::string line() {
-    const size_t end = data_.find('\n', pos_);
-    if (end == std::string::npos) fail("the pickle is truncated");
-    std::string s = data_.substr(pos_, end - pos_);
-    pos_ = end + 1;
-    return s;
-  }
-  int64_t long1(uint8_t n) {
-    if (n > 8) fail("integer wider than 64 bits");
-    if (n == 0) return 0;
-    uint64_t v = le(n);
-    if (n < 8 && (v >> (8 * n - 1)) & 1) v |= ~uint64_t(0) << (8 * n);  // sign-extend
-    return int64_t(v);
   }
 
   // --- stack, marks, memo
@@ -397,9 +368,7 @@ class Unpickler {
     return Value::of_tensor(it->second);
   }
 
-  const std::string& data_;
   StorageLoader load_storage_;
-  size_t pos_ = 0;
   size_t op_pos_ = 0;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
