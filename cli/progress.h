@@ -42,6 +42,13 @@ class ProgressDisplay {
     last_tenth_ = done == total ? -1 : tenth;
   }
 
+  // An evaluation after step `step` of the run: a line of its own (on a
+  // terminal, below the bar, which the next step redraws).
+  void evaluation(int64_t step, const std::string& what, double value, double train_seconds) {
+    fmt::print(stderr, "{}step {}: {} {:.4f} after {:.1f} s of training\n", tty_ ? "\n" : "", step, what, value,
+               train_seconds);
+  }
+
  private:
   bool tty_, mean_;
   int64_t last_tenth_ = -1;

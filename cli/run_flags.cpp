@@ -148,6 +148,9 @@ void add_training_flags(CLI::App* command, app::RunSpec* run, RunCommand which) 
   command->add_option("--steps", run->steps, "Optimizer steps (instead of --epochs)")
       ->check(kPositiveNumber)
       ->excludes(epochs);
+  command->add_option("--eval-every", run->eval_every,
+                      "Also evaluate every N steps (the JSON's evaluations: each with the training seconds by then)")
+      ->check(kNonNegativeNumber);
   command->add_flag("--allow-non-finite", run->allow_non_finite,
                     "Train on past a NaN or infinite loss (default: stop, naming the step)");
 }

@@ -231,7 +231,15 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
     }
     return LoopStep{r.train_losses.back(), dt, double(world * share), false, compressing};
   };
-  r.run_s = run_training_loop(loop);
+  // Every rank evaluates (its share) at the same steps; the value is rank 0's.
+  loop.evaluate_every = run.eval_every;
+  loop.evaluate = [&](int64_t steps_done) {
+    return in_phase(c10::str("dp: rank ", rank, ": the evaluation after step ", steps_done),
+                    [&] { return shared_evaluation(*model, *data, config.batch, comm, {}); });
+  };
+  const LoopResult trained = run_training_loop(loop);
+  r.run_s = trained.seconds;
+  r.evaluations = trained.evaluations;
   r.exchange = opt->exchange_stats();
   r.masked_elements = opt->masked_elements();
   RunFinish finish("dp", rank, total);
@@ -257,6 +265,7 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
   r.evaluation = finish.phase("the evaluation", [&] {
     return shared_evaluation(*model, *data, config.batch, comm, callbacks.on_evaluate);
   });
+  r.evaluations.push_back({total, trained.train_seconds, r.evaluation});
   if (!leader) return r;
 
   r.leader = true;
@@ -317,6 +326,7 @@ nlohmann::json to_json(const DpRunConfig& c, const DpRunResult& r) {
                       {"final_train_loss", r.final_train_loss},
                       {"train_losses", r.train_losses}};
   j[r.text ? "val_loss" : "val_accuracy"] = r.evaluation;
+  j["evaluations"] = evaluations_json(r.evaluations, r.text ? "val_loss" : "val_accuracy");
   return j;
 }
 

@@ -322,7 +322,16 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
     r.losses.push_back(s.loss);
     return LoopStep{s.loss, s.seconds, tokens_per_step, true, false};
   };
-  run_training_loop(loop);
+  // Every rank validates (its part) at the same steps; rank 0 has the loss.
+  // The validation's activations cross the links too (their bytes count in
+  // the links' totals), but not in the steps' time.
+  loop.evaluate_every = run.eval_every;
+  loop.evaluate = [&](int64_t steps_done) {
+    return in_phase(c10::str("pipeline: rank ", world.rank(), ": the validation after step ", steps_done),
+                    [&] { return shared_validation(runner, groups, {}); });
+  };
+  const LoopResult trained = run_training_loop(loop);
+  r.evaluations = trained.evaluations;
   RunFinish finish("pipeline", world.rank(), steps);
   // The checkpoint first: nothing that fails after training loses it (the
   // validation changes nothing a checkpoint holds).
@@ -347,6 +356,7 @@ PipelineRunResult run_pipeline_rank(const PipelineRunConfig& given, const Pipeli
   r.val_loss = finish.phase("the validation", [&] {
     return shared_validation(runner, groups, callbacks.on_validate);
   });
+  r.evaluations.push_back({steps, trained.train_seconds, r.val_loss});
   // The waits cover every step and the validation: so does their share.
   r.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   finish.phase("the reports", [&] {
@@ -450,6 +460,7 @@ nlohmann::json to_json(const PipelineRunConfig& config, const PipelineRunResult&
           {"final_train_loss", r.last_loss},
           {"train_losses", r.losses},
           {"val_loss", r.val_loss},
+          {"evaluations", evaluations_json(r.evaluations, "val_loss")},
           {"compression_ratio", r.compression_ratio()},
           {"tied_gradient_bytes", r.tied_bytes},
           {"links", links},

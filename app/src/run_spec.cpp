@@ -170,6 +170,7 @@ void check_run_spec(const RunSpec& spec, const std::string& command) {
                                 "wrote (to start from a state dict's weights, give it to --init)"));
   }
   if (spec.checkpoint.save_every < 0) throw InvalidInput(c10::str(command, ": --save-every must be >= 0"));
+  if (spec.eval_every < 0) throw InvalidInput(c10::str(command, ": --eval-every must be >= 0"));
   if (spec.checkpoint.save_every > 0 && spec.checkpoint.save.empty()) {
     throw InvalidInput(c10::str(command, ": --save-every needs --save DIR"));
   }

@@ -175,17 +175,25 @@ TrainResult run_training(const TrainConfig& config, const std::function<void(con
     ++loss_steps;
     return LoopStep{r.train_losses.back(), ms / 1000, double(b.example_ids.size()), text, false};
   };
+  // Each epoch's end (the run's last step included), and every
+  // --eval-every steps.
+  loop.evaluate_every = run.eval_every;
+  loop.evaluate_also = [&](int64_t done) { return done % steps_per_epoch == 0 || done == total_steps; };
+  loop.evaluate = [&](int64_t) {
+    r.peak_bytes = std::max(r.peak_bytes, meter.peak());  // training only, not evaluation
+    const double value = evaluate(*model, *data, config.batch, device);
+    meter.reset_peak();
+    return value;
+  };
   loop.on_step = [&](const StepProgress& p) {
     const int64_t epoch = epoch_of(p.step - 1), within = p.step - epoch * steps_per_epoch;
     const int64_t epoch_steps = steps_in_epoch(epoch);
-    if (on_progress) on_progress({int(epoch), within, epoch_steps, loss_sum / double(loss_steps)});
+    if (on_progress) on_progress({int(epoch), within, epoch_steps, loss_sum / double(loss_steps), p.evaluation});
     if (within < epoch_steps) return;
     r.final_train_loss = loss_sum / double(loss_steps);
-    r.peak_bytes = std::max(r.peak_bytes, meter.peak());  // training only, not evaluation
-    (text ? r.final_validation_loss : r.final_test_accuracy) = evaluate(*model, *data, config.batch, device);
-    meter.reset_peak();
+    (text ? r.final_validation_loss : r.final_test_accuracy) = p.evaluation->value;
   };
-  run_training_loop(loop);
+  r.evaluations = run_training_loop(loop).evaluations;
   r.step_time_ms = timing.mean_ms();
   if (!ckpt.save.empty()) {
     save_checkpoint(total_steps);

@@ -19,6 +19,7 @@
 #include "actkit/app/model_defaults.h"
 #include "actkit/measure/run_device.h"
 #include "actkit/app/train_driver.h"
+#include "actkit/app/training_loop.h"
 
 namespace actkit::cli {
 namespace {
@@ -49,6 +50,10 @@ void run_train(TrainArgs& a) {
   ProgressDisplay progress(false);
   const app::TrainResult r = app::run_training(c, [&](const app::TrainProgress& p) {
     progress.show(fmt::format("epoch {} step", p.epoch + 1), p.step, p.steps_per_epoch, p.loss, "");
+    if (p.evaluation && p.step < p.steps_per_epoch) {  // an epoch's own is the line after the run
+      progress.evaluation(p.evaluation->step, text ? "validation loss" : "test accuracy", p.evaluation->value,
+                          p.evaluation->train_seconds);
+    }
   });
   if (text) {
     fmt::print("validation loss {:.4f}  train loss {:.4f}  step {:.1f} ms  peak {}\n", r.final_validation_loss,
@@ -72,6 +77,7 @@ void run_train(TrainArgs& a) {
                    {"start_step", r.first_step},
                    {"steps", r.steps},
                    {"train_losses", r.train_losses},
+                   {"evaluations", app::evaluations_json(r.evaluations, text ? "val_loss" : "test_accuracy")},
                    {"final_test_accuracy", r.final_test_accuracy},
                    {"final_validation_loss", r.final_validation_loss},
                    {"final_train_loss", r.final_train_loss},

@@ -250,6 +250,39 @@ TEST(PipelineRun, OneStageTrainsValidatesAndReports) {
   EXPECT_EQ(j["optimizer"], "adamw");
 }
 
+// --eval-every in dp and the pipeline: the steps and the final evaluation
+// are the run's without it, bit for bit; the list ends with the final one.
+TEST(RunEvaluations, EvaluatingDuringTheRunChangesNoStep) {
+  auto steps_of = [](const std::vector<app::Evaluation>& list) {
+    std::vector<int64_t> steps;
+    for (const app::Evaluation& e : list) steps.push_back(e.step);
+    return steps;
+  };
+  {
+    const app::DpRunResult plain = app::run_dp_worker(small_dp());
+    app::DpRunConfig c = small_dp();
+    c.run.eval_every = 2;
+    c.group = one_rank();
+    const app::DpRunResult often = app::run_dp_worker(c);
+    EXPECT_EQ(often.train_losses, plain.train_losses);
+    EXPECT_EQ(often.evaluation, plain.evaluation);
+    EXPECT_EQ(steps_of(often.evaluations), (std::vector<int64_t>{2, 4}));
+    EXPECT_EQ(steps_of(plain.evaluations), (std::vector<int64_t>{4}));
+    EXPECT_EQ(often.evaluations.back().value, often.evaluation);
+    EXPECT_EQ(app::to_json(c, often)["evaluations"].size(), 2u);
+  }
+  const app::PipelineRunResult plain = app::run_pipeline_rank(small_pipeline());
+  app::PipelineRunConfig c = small_pipeline();
+  c.run.eval_every = 1;
+  const app::PipelineRunResult often = app::run_pipeline_rank(c);
+  EXPECT_EQ(often.losses, plain.losses);
+  EXPECT_EQ(often.val_loss, plain.val_loss);
+  EXPECT_EQ(steps_of(often.evaluations), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(often.evaluations.back().value, often.val_loss);
+  EXPECT_LT(often.evaluations[0].train_seconds, often.evaluations[3].train_seconds);
+  EXPECT_EQ(app::to_json(c, often)["evaluations"][1]["step"], 2);
+}
+
 // --save after 2 steps, then --resume to 4: the losses of the straight run.
 TEST(PipelineRun, ResumesBitForBit) {
   const app::PipelineRunResult straight = app::run_pipeline_rank(small_pipeline());

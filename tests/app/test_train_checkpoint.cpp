@@ -118,6 +118,65 @@ TEST(TrainingLoop, ChecksTheLossBeforeItCheckpoints) {
   EXPECT_EQ(saved, (std::vector<int64_t>{1, 2, 3, 4, 5}));  // the last is the command's own save
 }
 
+// --eval-every and the command's own evaluations: after the step's
+// checkpoint, never after the last step (the command's own), each with the
+// steps' time by then; a due evaluation without its function is refused.
+TEST(TrainingLoop, EvaluatesWhenDueWithTheTrainingTimeByThen) {
+  std::vector<std::string> order;
+  std::vector<int64_t> reported;
+  app::TrainingLoop loop;
+  loop.steps = 7;
+  loop.save_every = 3;
+  loop.save = [&](int64_t done) { order.push_back("save " + std::to_string(done)); };
+  loop.evaluate_every = 3;
+  loop.evaluate_also = [](int64_t done) { return done == 5; };
+  loop.step = [](int64_t) {
+    app::LoopStep s;
+    s.loss = 1;
+    s.seconds = 0.5;
+    return s;
+  };
+  loop.on_step = [&](const app::StepProgress& p) {
+    if (p.evaluation) reported.push_back(p.evaluation->step);
+  };
+  EXPECT_THROW(app::run_training_loop(loop), InvalidInput);
+  loop.evaluate = [&](int64_t done) {
+    order.push_back("evaluate " + std::to_string(done));
+    return 10.0 * double(done);
+  };
+  const app::LoopResult r = app::run_training_loop(loop);
+  EXPECT_EQ(order, (std::vector<std::string>{"save 3", "evaluate 3", "evaluate 5", "save 6", "evaluate 6"}));
+  EXPECT_EQ(reported, (std::vector<int64_t>{3, 5, 6}));
+  ASSERT_EQ(r.evaluations.size(), 3u);
+  EXPECT_EQ(r.evaluations[1].step, 5);
+  EXPECT_EQ(r.evaluations[1].train_seconds, 2.5);
+  EXPECT_EQ(r.evaluations[1].value, 50.0);
+  EXPECT_EQ(r.train_seconds, 3.5);
+  const nlohmann::json j = app::evaluations_json(r.evaluations, "val_loss");
+  EXPECT_EQ(j[2]["step"], 6);
+  EXPECT_EQ(j[2]["val_loss"], 60.0);
+}
+
+// Evaluating during the run changes no step of it: the training losses and
+// the final evaluation are those of the run without, bit for bit.
+TEST(TrainCheckpoint, EvaluatingEveryFewStepsChangesNoStep) {
+  app::TrainConfig plain = small_train();
+  plain.run.steps = 5;  // 3 steps an epoch: evaluated after steps 3 and 5
+  const app::TrainResult reference = app::run_training(plain, nullptr);
+  app::TrainConfig often = plain;
+  often.run.eval_every = 2;
+  const app::TrainResult r = app::run_training(often, nullptr);
+  EXPECT_EQ(r.train_losses, reference.train_losses);
+  EXPECT_EQ(r.final_validation_loss, reference.final_validation_loss);
+  std::vector<int64_t> steps;
+  for (const app::Evaluation& e : r.evaluations) steps.push_back(e.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 3, 4, 5}));
+  ASSERT_EQ(reference.evaluations.size(), 2u);
+  EXPECT_EQ(reference.evaluations[0].value, r.evaluations[1].value);
+  EXPECT_EQ(r.evaluations.back().value, r.final_validation_loss);
+  EXPECT_LT(r.evaluations[0].train_seconds, r.evaluations[3].train_seconds);
+}
+
 // Settings a command records are compared item by item; ones added since a
 // checkpoint was saved (at the end) are not held against it, and an item
 // is never a prefix of another ("a=1" of "a=10").

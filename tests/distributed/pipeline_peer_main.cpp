@@ -15,6 +15,7 @@
 //   PEER_SAVE_AT=K:DIR    also checkpoint to DIR after K steps
 //   PEER_RESUME=DIR       continue from DIR (INIT is then ignored)
 //   PEER_CRASH=1          stop after the last step without saving, as a crash would
+//   PEER_VALIDATE_EVERY=K also validate after every K steps (rank 0 writes the losses to OUT/validation)
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -66,13 +67,21 @@ int main(int argc, char** argv) {
     TestBatches data = test_batches(c, pool, c.micro_batches);
     pipeline::StageRunner runner(comm, c, *data.batches, local_optimizer(c),
                                  resume.empty() ? (argc > 8 ? argv[8] : "") : resume, !resume.empty());
-    std::ofstream losses;
-    if (comm.rank() == 0) losses.open(out + "/losses");
+    const int64_t validate_every = std::stoll(env_or("PEER_VALIDATE_EVERY", "0"));
+    std::ofstream losses, validation;
+    if (comm.rank() == 0) {
+      losses.open(out + "/losses");
+      losses.precision(17);  // a test compares runs bit for bit
+      if (validate_every > 0) validation.open(out + "/validation");
+    }
     const int64_t steps = std::stoi(argv[5]);
     for (int64_t step = runner.start_step(); step < steps; ++step) {
       const auto report = runner.train_step(step, c.lr);
       if (comm.rank() == 0) losses << report.loss << "\n" << std::flush;
       if (step + 1 == save_step) runner.save(save_dir, save_step);
+      if (validate_every > 0 && (step + 1) % validate_every == 0) {
+        for (double loss : runner.validation_losses()) validation << loss << "\n";
+      }
     }
     if (env_or("PEER_CRASH", "") == "1") return 0;
     runner.save(out, steps);

@@ -401,6 +401,27 @@ TEST(Pipeline, AWarmUpSendsTheFirstStepsActivationsInFullPrecision) {
   EXPECT_NE(warm[1], fp32[1]);  // then DirectQ (and its 8-bit gradients since the start)
 }
 
+// Validating between steps (--eval-every) changes no step of an AQ-SGD
+// run, in its full-precision warm-up or after it: the validation crosses
+// the boundary beside m(ξ), never through it.
+TEST(PipelineAqsgd, ValidatingBetweenStepsChangesNoStep) {
+  const int steps = 4;  // 2 of warm-up, 2 of deltas
+  const std::string plain = run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true, {}, "_plain");
+  const std::string often =
+      run_pipeline(2, "1f1b", "aqsgd", 2, 8, steps, "L0", "", true, {{"PEER_VALIDATE_EVERY", "1"}}, "_validated");
+  const auto expected = read_losses(plain), got = read_losses(often);
+  ASSERT_EQ(got.size(), size_t(steps));
+  EXPECT_EQ(got, expected);
+  std::vector<double> validation;
+  std::ifstream in(often + "/validation");
+  for (double x; in >> x;) validation.push_back(x);
+  EXPECT_FALSE(validation.empty());
+  EXPECT_EQ(validation.size() % steps, 0u);
+  for (double x : validation) EXPECT_TRUE(std::isfinite(x) && x > 0);
+  files::remove_all(plain);
+  files::remove_all(often);
+}
+
 TEST(PipelineAqsgd, BothSidesKeepTheSameBuffersAndTrainCloseToFp32) {
   // 16 examples, 8 a step: every example comes back every other step. The
   // peers compare a checksum of both sides' m(ξ) after every micro-batch

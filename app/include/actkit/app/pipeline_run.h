@@ -111,6 +111,7 @@ struct PipelineRunResult {
   PipelineStart start;
   std::vector<double> losses;  // per step run
   double last_loss = 0, val_loss = 0;
+  std::vector<Evaluation> evaluations;  // every run.eval_every steps, then the final one
   double step_time_s = 0, tokens_per_s = 0, run_s = 0;
   std::vector<pipeline::LinkReport> links;     // merged per direction, forward first
   std::vector<pipeline::StageSummary> stages;  // replica 0's, stage order

@@ -3,9 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace actkit::app {
+
+// An evaluation during a run (--eval-every, and `actkit train`'s at each
+// epoch's end), on the rank that reports.
+struct Evaluation {
+  int64_t step = 0;          // steps done when it ran
+  double train_seconds = 0;  // the wall time of this run's training steps by then (not evaluations or checkpoints)
+  double value = 0;          // a language model's validation loss, a classifier's test accuracy
+};
 
 // After one training step (on the rank that reports).
 struct StepProgress {
@@ -15,6 +24,7 @@ struct StepProgress {
   double rate = 0;    // tokens/s (language models) or samples/s (classifiers) of this step
   bool tokens = false;     // what `rate` counts
   bool compressing = false;  // dp: the exchange is past its warm-up (1-bit)
+  std::optional<Evaluation> evaluation;  // when one ran after this step
 };
 
 // Throws Error naming step `step` (1-based) and `rank` when `loss` is NaN

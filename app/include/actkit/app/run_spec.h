@@ -104,6 +104,11 @@ struct RunSpec {
   double epochs = 1;
   int64_t steps = 0;
   bool allow_non_finite = false;           // --allow-non-finite: train on past a NaN or infinite loss
+  // --eval-every: also evaluate after every N steps (0: only where the
+  // command does: train after each epoch, dp and pipeline at the end); the
+  // results list each evaluation with the training time by then, a
+  // learning curve against time.
+  int64_t eval_every = 0;
 };
 
 // Each command's defaults, in this one place: the model, the level, the

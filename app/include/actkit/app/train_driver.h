@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "actkit/app/run_progress.h"
 #include "actkit/app/run_spec.h"
 
 namespace actkit::app {
@@ -31,6 +32,7 @@ struct TrainProgress {
   int64_t step = 0;
   int64_t steps_per_epoch = 0;
   double loss = 0;  // running mean over the epoch so far
+  std::optional<Evaluation> evaluation;  // when one ran after this step
 };
 
 struct TrainResult {
@@ -45,6 +47,7 @@ struct TrainResult {
   int64_t first_step = 0;       // where a resumed run went on
   int64_t steps = 0;            // run by this call
   std::vector<double> train_losses;  // of each step run
+  std::vector<Evaluation> evaluations;  // each epoch's end and every run.eval_every steps, in step order
   int64_t train_examples = 0;
   int64_t test_examples = 0;
 };

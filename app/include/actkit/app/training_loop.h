@@ -9,6 +9,9 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "actkit/app/run_progress.h"
 
@@ -33,15 +36,35 @@ struct TrainingLoop {
   // `save(steps done)`.
   int64_t save_every = 0;
   std::function<void(int64_t steps_done)> save;
+  // Evaluates after every `evaluate_every` steps but the last (0: none;
+  // the commands evaluate at the end themselves), and after the steps
+  // `evaluate_also(steps done)` names, by `evaluate(steps done)`, which
+  // every rank calls at the same steps and which returns the value on the
+  // rank that reports. After the checkpoint of the same step.
+  int64_t evaluate_every = 0;
+  std::function<bool(int64_t steps_done)> evaluate_also;
+  std::function<double(int64_t steps_done)> evaluate;
   std::function<LoopStep(int64_t step)> step;         // runs step `step` (0-based)
   std::function<void(const StepProgress&)> on_step;  // after each step (may be empty: this rank does not report)
 };
 
+struct LoopResult {
+  double seconds = 0;        // the loop's wall time
+  double train_seconds = 0;  // its steps' (LoopStep::seconds), without checkpoints and evaluations
+  std::vector<Evaluation> evaluations;  // in step order
+};
+
 // Runs loop.step for every step of [first_step, steps): after each, the
-// finite-loss check, the checkpoint when one is due, the progress. Returns
-// the wall time of the loop in seconds. Throws what a step or a save
-// throws, and Error naming the step and rank for a loss that is not finite.
-double run_training_loop(const TrainingLoop& loop);
+// finite-loss check, the checkpoint and the evaluation when one is due,
+// the progress. Throws what a step, a save or an evaluation throws, and
+// Error naming the step and rank for a loss that is not finite, and
+// InvalidInput for a loop without a step, or a save or evaluation due
+// without its function.
+LoopResult run_training_loop(const TrainingLoop& loop);
+
+// `evaluations` as the commands' JSON lists them: step, training seconds
+// and the value under `key` ("val_loss", "test_accuracy").
+nlohmann::json evaluations_json(const std::vector<Evaluation>& evaluations, const std::string& key);
 
 // Seeds the global generators (dropout's) for step `step` of worker `rank`
 // from the run's seed alone, so that a resumed run draws what the straight
