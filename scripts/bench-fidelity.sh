@@ -3,7 +3,8 @@
 # baseline as strong as the method, on text the model never saw.
 #
 #   [SEEDS="1 2 3"] [FW_BITS="2 3 4"] [STEPS=150] scripts/bench-fidelity.sh \
-#       [corpora|overlap|pretrain|finetune|gradients|tied|controls|actnn|speed-setting|summary|all] [OUT_DIR]
+#       [corpora|overlap|pretrain|finetune|gradients|tied|controls|actnn|speed-setting|time-to-target|summary|all]
+#       [OUT_DIR]
 #
 # * corpora: two disjoint texts from Debian's fortunes, each shuffled by
 #   fortune with a fixed seed: the pretraining text (every file but the
@@ -37,6 +38,11 @@
 #   and validation loss against bytes sent (scripts/tables/fidelity_bytes_plot.py).
 # * speed-setting: fp32 and aqsgd fw2 with 2-bit gradients in the micro-
 #   batching scripts/bench-pipeline.sh gradient-target times (16 of 1).
+# * time-to-target: validation loss against training time over a slow link
+#   (RATE, default 5Mbps each way), AQ-SGD's full-precision first epoch
+#   included: fp32, AQ-SGD fw2 with 8- and 2-bit gradients and DirectQ fw4
+#   per channel, in the speed setting's micro-batching at 1F1B's own memory,
+#   validated every 15 steps (scripts/tables/time_to_target.py).
 # * summary: the tables of docs/fidelity.md (scripts/tables/fidelity_summary.py).
 #
 # Tables (mean ± sample standard deviation over the seeds) go to stdout and
@@ -240,6 +246,31 @@ if [[ $what == speed-setting || $what == all ]]; then
   sp=("fp32 m16x1:--codec fp32"
       "aqsgd2 sr bw2 m16x1:--codec aqsgd --fw-bits 2 --bw-bits 2 --stochastic --in-flight 16")
   sweep speed-setting sp
+  micro_batches=4
+  micro_batch_size=4
+fi
+
+if [[ $what == time-to-target || $what == all ]]; then
+  pretrain
+  # How long each codec takes to reach a validation loss over a slow link,
+  # counting everything AQ-SGD's speed figures leave out: its first epoch
+  # in full precision. 16 micro-batches of one sequence, 2 in flight
+  # (1F1B's own memory), the emulated link at RATE each way; validated
+  # every 15 steps (--eval-every), whose time the curve does not count
+  # (train_s is the steps' own). fp32 runs at 2 in flight, its fastest.
+  micro_batches=16
+  micro_batch_size=1
+  link="--bandwidth ${RATE:-5Mbps} --in-flight 2 --eval-every 15"
+  tt=("ttt fp32:--codec fp32 $link"
+      "ttt aqsgd2:--codec aqsgd --fw-bits 2 --bw-bits 8 $link"
+      "ttt aqsgd2 sr bw2:--codec aqsgd --fw-bits 2 --bw-bits 2 --stochastic $link"
+      "ttt directq4 channel:--codec directq --fw-bits 4 --bw-bits 8 --scale channel $link")
+  sweep time-to-target tt
+  labels=()
+  for entry in "${tt[@]}"; do labels+=("${entry%%:*}"); done
+  python3 scripts/tables/time_to_target.py "$out" "${seeds[*]}" "${labels[@]}" > "$out/time-to-target-curve.svg" \
+    2> "$out/time-to-target-times.md"
+  cat "$out/time-to-target-times.md"
   micro_batches=4
   micro_batch_size=4
 fi

@@ -6,6 +6,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "actkit/core/errors.h"
 
@@ -399,7 +400,9 @@ void DataParallelOptimizer::load(torch::serialize::InputArchive& archive) {
   const int64_t backoffs = v.toInt();
   archive.read("momentum_norm_avg", v);
   const double momentum_norm_avg = v.toDouble();
-  if (freeze_at < exchange_.warmup_steps || backoffs < 0 || !(momentum_norm_avg >= 0)) {
+  // An infinite average would switch the back-off off for good.
+  if (freeze_at < exchange_.warmup_steps || backoffs < 0 || !(momentum_norm_avg >= 0) ||
+      !std::isfinite(momentum_norm_avg)) {
     refuse(c10::str("its back-off state (freeze at step ", freeze_at, ", ", backoffs, " back-offs) is not possible"));
   }
   at::Tensor layout_tensor;

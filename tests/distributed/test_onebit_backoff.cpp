@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "actkit/optim/adam.h"
 #include "actkit/optim/lamb.h"
@@ -105,6 +108,58 @@ TEST(OneBitBackoff, NoiseDoesNotBackOffAndCheckpointsKeepTheNextFreeze) {
   EXPECT_EQ(again->freeze_step(), surged->freeze_step());
   EXPECT_EQ(again->exchange_stats().backoffs, 1);
   EXPECT_FALSE(again->compressing());
+}
+
+// `in` read back with `key` replaced by `value`.
+std::unique_ptr<torch::serialize::InputArchive> with(torch::serialize::InputArchive& in, const std::string& key,
+                                                     const c10::IValue& value) {
+  torch::serialize::OutputArchive out;
+  for (const std::string& k : in.keys()) {
+    c10::IValue v;
+    in.read(k, v);
+    if (v.isTensor()) {
+      out.write(k, v.toTensor());
+    } else {
+      out.write(k, k == key ? value : v);
+    }
+  }
+  std::stringstream bytes;
+  out.save_to(bytes);
+  auto changed = std::make_unique<torch::serialize::InputArchive>();
+  changed->load_from(bytes);
+  return changed;
+}
+
+// A checkpoint whose back-off state no run can reach (a moving average of
+// the momentum's norm that is infinite, NaN or negative; negative back-offs;
+// a freeze inside the warm-up) is refused, and the optimizer keeps its own:
+// an infinite average would have switched the back-off off for good.
+TEST(OneBitBackoff, AnImpossibleBackOffStateIsRefused) {
+  torch::manual_seed(5);
+  auto x = torch::ones({64}).requires_grad_(true);
+  auto opt = make("lamb", x, 4);
+  run(*opt, x, 8, 0, 1);
+  ASSERT_TRUE(opt->compressing());
+  const auto healthy = saved(*opt);
+  auto target = make("lamb", x.detach().clone().requires_grad_(true), 4);
+  target->load(*with(*healthy, "", c10::IValue()));  // the copy itself loads
+  EXPECT_TRUE(target->compressing());
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<std::string, c10::IValue>> impossible{{"momentum_norm_avg", inf},
+                                                                     {"momentum_norm_avg", std::nan("")},
+                                                                     {"momentum_norm_avg", -1.0},
+                                                                     {"backoffs", int64_t(-1)},
+                                                                     {"freeze_at", int64_t(2)}};
+  for (const auto& [key, value] : impossible) {
+    auto fresh = make("lamb", x.detach().clone().requires_grad_(true), 4);
+    try {
+      fresh->load(*with(*healthy, key, value));
+      ADD_FAILURE() << key << " = " << value << " was loaded";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("back-off state"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fresh->compressing()) << key << ": the refused state was taken in part";
+  }
 }
 
 TEST(OneBitBackoff, FactorsAtOrBelowOneAreRefused) {
