@@ -5,7 +5,8 @@
 # with the same steps and seed; and the pipeline with replicas, every
 # exchange compressed or none.
 #
-#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|onebit|pipeline|all] [OUT_DIR]
+#   scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|onebit|onebit-warmups|pipeline|all]
+#                       [OUT_DIR]
 #
 # Needs build/bin/actkit and python3 (for the tables). Every run writes its
 # JSON to OUT_DIR (default build/bench-dp); the tables go to stdout.
@@ -153,15 +154,16 @@ PY
 # (with an 8-step rate warm-up) and the best used for both Adams. Every run
 # also writes its per-tensor trace (--optimizer-trace). About 25 minutes
 # unloaded on the build machine.
+# A run that diverges goes on to the end (its loss NaN), so that it is
+# counted, not lost; one whose JSON exists is not run again.
+traced() {
+  local name=$1
+  shift
+  [[ -f $out/$name.json ]] || run "$name" "$@" --allow-non-finite --optimizer-trace "$out/$name.trace.json"
+}
 onebit() {
   local s lr best b=(--workers 4 --data fortunes --batch 8 --accumulate 8 --steps 156)
   read -r -a ob_seeds <<< "${SEEDS:-1 2 3 4 5}"
-  # A run that diverges goes on to the end (its loss NaN), so that it is counted, not lost.
-  traced() {
-    local name=$1
-    shift
-    [[ -f $out/$name.json ]] || run "$name" "$@" --allow-non-finite --optimizer-trace "$out/$name.trace.json"
-  }
   for s in "${ob_seeds[@]}"; do
     traced "n156-lamb-s$s" "${b[@]}" --optimizer lamb --lr 0.01 --seed "$s"
     traced "n156-olamb-w26-s$s" "${b[@]}" --optimizer onebit-lamb --warmup-steps 26 --lr 0.01 --seed "$s"
@@ -188,6 +190,29 @@ onebit() {
     python3 -c 'import json,sys; print(sys.argv[2], json.load(open(sys.argv[1]))["val_loss"])' "$out/$name.json" "$name"
   done
   python3 scripts/tables/onebit_table.py "$out" "$best" "${ob_seeds[@]}"
+}
+
+# The 1-bit warm-up swept at onebit's 156 steps: WARMUPS (default "13 52
+# 104": 8, 33 and 67 % of the run, beside onebit's 26 = 16.7 %; run in the
+# order given), both 1-bit optimizers, every seed, each against onebit's
+# full-precision twins (run here when missing); Adam at ADAM_LR (default
+# 0.003, the rate onebit's sweep chose). About 1.5 minutes a run unloaded.
+onebit_warmups() {
+  local s w lr=${ADAM_LR:-0.003} b=(--workers 4 --data fortunes --batch 8 --accumulate 8 --steps 156)
+  read -r -a ob_seeds <<< "${SEEDS:-1 2 3 4 5}"
+  read -r -a warmups <<< "${WARMUPS:-13 52 104}"
+  for s in "${ob_seeds[@]}"; do
+    traced "n156-lamb-s$s" "${b[@]}" --optimizer lamb --lr 0.01 --seed "$s"
+    traced "n156-adam-lr$lr-s$s" "${b[@]}" --optimizer adam --lr "$lr" --lr-warmup-steps 8 --seed "$s"
+  done
+  for w in "${warmups[@]}"; do
+    for s in "${ob_seeds[@]}"; do
+      traced "n156-olamb-w$w-s$s" "${b[@]}" --optimizer onebit-lamb --warmup-steps "$w" --lr 0.01 --seed "$s"
+      traced "n156-oadam-lr$lr-w$w-s$s" "${b[@]}" --optimizer onebit-adam --warmup-steps "$w" --lr "$lr" \
+        --lr-warmup-steps 8 --seed "$s"
+    done
+  done
+  python3 scripts/tables/onebit_warmups.py "$out" "$lr" "${ob_seeds[*]}" 26 "${warmups[@]}"
 }
 
 # End-to-end compression (AQ-SGD §4.3): 2 stages × 2 replicas of the
@@ -249,8 +274,10 @@ case "$what" in
   convergence-resnet) convergence_resnet ;;
   large-batch) large_batch ;;
   onebit) onebit ;;
+  onebit-warmups) onebit_warmups ;;
   pipeline) pipeline_dp ;;
-  all) speed; convergence; convergence_resnet; large_batch; onebit; pipeline_dp ;;
-  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|onebit|pipeline|all] [OUT_DIR]" >&2
+  all) speed; convergence; convergence_resnet; large_batch; onebit; onebit_warmups; pipeline_dp ;;
+  *) echo "usage: scripts/bench-dp.sh [speed|convergence|convergence-resnet|large-batch|onebit|onebit-warmups|pipeline|all]" \
+          "[OUT_DIR]" >&2
      exit 2 ;;
 esac
