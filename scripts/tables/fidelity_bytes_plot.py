@@ -13,6 +13,8 @@ import json
 import statistics
 import sys
 
+from svg_axes import COLORS, Axes
+
 
 def load(out, label, seed):
     with open(f"{out}/ft-{label.replace(' ', '_')}-s{seed}.json") as f:
@@ -35,36 +37,20 @@ def main():
         print(f"| {label} | {mb:.1f} | {warm} | {loss:.4f} ± {sd:.4f} | {100 * (loss / ref - 1):+.2f} % |",
               file=sys.stderr)
 
-    w, h, left, right, top, bottom = 900, 480, 70, 230, 30, 45
     xs = [p[1] for p in points]
-    lo_y = min(p[2] - p[3] for p in points)
-    hi_y = max(p[2] + p[3] for p in points)
-    hi_y = hi_y if hi_y > lo_y else lo_y + 1
-    x_hi = max(xs) * 1.05
-    x = lambda v: left + (w - left - right) * v / x_hi
-    y = lambda v: top + (h - top - bottom) * (1 - (v - lo_y) / (hi_y - lo_y))
-    colors = ["#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-              "#bcbd22", "#393b79", "#ad494a", "#637939"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
-             f'font-size="11"><rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{left}" y="18" font-size="13">validation loss against bytes sent across the boundaries, '
-             f'mean of {len(seeds)} seeds (bars: their spread)</text>']
-    for k in range(5):
-        v = lo_y + (hi_y - lo_y) * k / 4
-        parts.append(f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.3f}</text>')
-        mv = x_hi * k / 4
-        parts.append(f'<text x="{x(mv):.1f}" y="{h - bottom + 16}" text-anchor="middle">{mv:.0f}</text>')
-    parts.append(f'<text x="{(left + w - right) / 2}" y="{h - 8}" text-anchor="middle">MB sent (both directions)</text>')
+    ax = Axes(max(xs) * 1.05, min(p[2] - p[3] for p in points), max(p[2] + p[3] for p in points))
+    x, y, right_x, top = ax.x, ax.y, ax.legend_x(), ax.top
+    parts = ax.frame(f"validation loss against bytes sent across the boundaries, mean of {len(seeds)} seeds "
+                     f"(bars: their spread)", "MB sent (both directions)")
     for i, (label, mb, loss, sd, warm) in enumerate(points):
-        c = colors[i % len(colors)]
+        c = COLORS[i % len(COLORS)]
         hollow = c if warm > 0 else "white"
         parts.append(f'<line x1="{x(mb):.1f}" x2="{x(mb):.1f}" y1="{y(loss - sd):.1f}" y2="{y(loss + sd):.1f}" '
                      f'stroke="{c}"/><circle cx="{x(mb):.1f}" cy="{y(loss):.1f}" r="4" fill="{hollow}" stroke="{c}"/>')
         ly = top + 16 * i
-        parts.append(f'<circle cx="{w - right + 18}" cy="{ly}" r="4" fill="{hollow}" stroke="{c}"/>'
-                     f'<text x="{w - right + 28}" y="{ly + 4}">{label}</text>')
-    parts.append(f'<text x="{w - right + 10}" y="{top + 16 * len(points) + 10}">filled: a full-precision start</text>')
+        parts.append(f'<circle cx="{right_x + 18}" cy="{ly}" r="4" fill="{hollow}" stroke="{c}"/>'
+                     f'<text x="{right_x + 28}" y="{ly + 4}">{label}</text>')
+    parts.append(f'<text x="{right_x + 10}" y="{top + 16 * len(points) + 10}">filled: a full-precision start</text>')
     parts.append("</svg>")
     print("\n".join(parts))
 

@@ -13,6 +13,8 @@ import json
 import statistics
 import sys
 
+from svg_axes import Axes
+
 
 def spread(values, digits=4):
     mean = statistics.fmean(values)
@@ -36,19 +38,12 @@ def svg(path, title, curves):
     steps = max(len(c) for c in curves.values())
     lo = min(min(c) for c in curves.values())
     hi = max(max(c[min(len(c) - 1, 5):]) for c in curves.values())  # the first steps would squash the rest
-    hi = hi if hi > lo else lo + 1
-    x = lambda i: left + (w - left - right) * i / max(1, steps - 1)
-    y = lambda v: top + (h - top - bottom) * (1 - (min(v, hi) - lo) / (hi - lo))
+    ax = Axes(max(1, steps - 1), lo, hi, w=w, h=h, left=left, right=right, top=top, bottom=bottom)
+    x, y = ax.x, ax.y
+    # fp16, second in every sweep, in grey beside fp32's black.
     colors = ["#000000", "#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
               "#17becf", "#bcbd22", "#393b79", "#ad494a", "#637939", "#7b4173", "#3182bd"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
-             f'font-size="11"><rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{left}" y="18" font-size="13">{title}</text>']
-    for k in range(5):
-        v = lo + (hi - lo) * k / 4
-        parts.append(f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.3f}</text>')
-    parts.append(f'<text x="{(left + w - right) / 2}" y="{h - 8}" text-anchor="middle">step</text>')
+    parts = ax.frame(title, "step", x_ticks=False)
     for i, (label, c) in enumerate(curves.items()):
         color = colors[i % len(colors)]
         dash = ' stroke-dasharray="5,3"' if i >= len(colors) else ""

@@ -16,6 +16,8 @@ import json
 import statistics
 import sys
 
+from svg_axes import COLORS, Axes
+
 MARGINS = (0.02, 0.01, 0.005, 0.0)
 
 
@@ -89,37 +91,23 @@ def main():
         n = min(len(c) for c in cs)
         mean_curves.append((label, [(statistics.fmean(c[i][0] for c in cs), statistics.fmean(c[i][1] for c in cs))
                                     for i in range(n)]))
-    w, h, left, right, top, bottom = 900, 480, 70, 230, 30, 45
     points = [p for _, c in mean_curves for p in c]
-    x_hi = max(p[0] for p in points) * 1.05
     f_mean = statistics.fmean(finals)
-    lo_y = min(min(p[1] for p in points), f_mean) - 0.005
-    hi_y = min(max(p[1] for p in points), f_mean * 1.06)
-    x = lambda v: left + (w - left - right) * v / x_hi
-    y = lambda v: top + (h - top - bottom) * (1 - (min(v, hi_y) - lo_y) / (hi_y - lo_y))
-    colors = ["#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
-             f'font-size="11"><rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{left}" y="18" font-size="13">validation loss against training seconds over the slow link, '
-             f'mean of {len(seeds)} seeds</text>']
-    for k in range(5):
-        v = lo_y + (hi_y - lo_y) * k / 4
-        parts.append(f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.3f}</text>')
-        t = x_hi * k / 4
-        parts.append(f'<text x="{x(t):.1f}" y="{h - bottom + 16}" text-anchor="middle">{t:.0f}</text>')
-    parts.append(f'<text x="{(left + w - right) / 2}" y="{h - 8}" text-anchor="middle">training seconds '
-                 f'(the steps\' own; validations not counted)</text>')
+    ax = Axes(max(p[0] for p in points) * 1.05, min(min(p[1] for p in points), f_mean) - 0.005,
+              min(max(p[1] for p in points), f_mean * 1.06))
+    x, y, right_x = ax.x, ax.y, ax.legend_x()
+    parts = ax.frame(f"validation loss against training seconds over the slow link, mean of {len(seeds)} seeds",
+                     "training seconds (the steps' own; validations not counted)")
     for m in (0.01, 0.0):
         v = f_mean * (1 + m)
-        parts.append(f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#888" '
-                     f'stroke-dasharray="4 3"/><text x="{w - right + 4}" y="{y(v) + 4:.1f}" fill="#888">'
+        parts.append(f'<line x1="{ax.left}" x2="{right_x}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#888" '
+                     f'stroke-dasharray="4 3"/><text x="{right_x + 4}" y="{y(v) + 4:.1f}" fill="#888">'
                      f'fp32 final{f" + {100 * m:g} %" if m else ""}</text>')
     for i, (label, c) in enumerate(mean_curves):
-        color = colors[i % len(colors)]
+        color = COLORS[i % len(COLORS)]
         path = " ".join(f"{x(t):.1f},{y(l):.1f}" for t, l in c)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.6"/>')
-        parts.append(f'<text x="{w - right + 4}" y="{top + 40 + 16 * i}" fill="{color}">{shown(label)}</text>')
+        parts.append(f'<text x="{right_x + 4}" y="{ax.top + 40 + 16 * i}" fill="{color}">{shown(label)}</text>')
     parts.append("</svg>")
     print("\n".join(parts))
 

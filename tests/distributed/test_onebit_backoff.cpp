@@ -40,15 +40,20 @@ double run(optim::DataParallelOptimizer& opt, const torch::Tensor& x, int steps,
   return moved;
 }
 
-// What `opt` saves, ready to read.
-std::unique_ptr<torch::serialize::InputArchive> saved(const optim::DataParallelOptimizer& opt) {
-  torch::serialize::OutputArchive out;
-  opt.save(out);
+// `out` as a file would hold it, ready to read.
+std::unique_ptr<torch::serialize::InputArchive> reopened(torch::serialize::OutputArchive& out) {
   std::stringstream bytes;
   out.save_to(bytes);
   auto in = std::make_unique<torch::serialize::InputArchive>();
   in->load_from(bytes);
   return in;
+}
+
+// What `opt` saves, ready to read.
+std::unique_ptr<torch::serialize::InputArchive> saved(const optim::DataParallelOptimizer& opt) {
+  torch::serialize::OutputArchive out;
+  opt.save(out);
+  return reopened(out);
 }
 
 // A surge of 100 at the second 1-bit step: the step is a warm-up step (the
@@ -123,11 +128,7 @@ std::unique_ptr<torch::serialize::InputArchive> with(torch::serialize::InputArch
       out.write(k, k == key ? value : v);
     }
   }
-  std::stringstream bytes;
-  out.save_to(bytes);
-  auto changed = std::make_unique<torch::serialize::InputArchive>();
-  changed->load_from(bytes);
-  return changed;
+  return reopened(out);
 }
 
 // A checkpoint whose back-off state no run can reach (a moving average of
