@@ -41,6 +41,11 @@ class Digest {
     const at::Tensor c = t.contiguous();
     fold(c.data_ptr(), c.nbytes());
   }
+  // A codec's whole output: its serialized form, then what it decodes to.
+  void fold(const CompressedTensor& c) {
+    fold(c.serialize());
+    fold(c.decode());
+  }
   std::string hex() const {
     char text[17];
     std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value_));
@@ -90,8 +95,7 @@ TEST(PayloadDigests, PerGroupIsPinned) {
       o.meta_format = meta;
       o.seed = 1000 + uint64_t(bits);
       const CompressedTensor c = encode_per_group(x, o);
-      d.fold(c.serialize());
-      d.fold(c.decode());
+      d.fold(c);
     }
   }
   PerGroupOptions mixed;
@@ -99,8 +103,7 @@ TEST(PayloadDigests, PerGroupIsPinned) {
   for (int i = 0; i < 24; i += 3) mixed.sample_bits[size_t(i)] = uint8_t(1 + i % 8);
   mixed.seed = 5;
   const CompressedTensor c = encode_per_group(x.to(at::kHalf), mixed);
-  d.fold(c.serialize());
-  d.fold(c.decode());
+  d.fold(c);
   EXPECT_EQ(d.hex(), "99c25a25e01da673");
 }
 
@@ -135,12 +138,16 @@ void fold_directq(Digest& d, const std::vector<at::Tensor>& inputs, kernels::Dir
         o.seed = 77;
         for (const at::Tensor& input : inputs) {
           const CompressedTensor c = encode_directq(input, o);
-          d.fold(c.serialize());
-          d.fold(c.decode());
+          d.fold(c);
         }
       }
     }
   }
+}
+
+// Folds TAH-Quant's output for `x` in fp32 and in bf16 under `o`.
+void fold_tah(Digest& d, const at::Tensor& x, const TahOptions& o) {
+  for (const at::Tensor& input : {x, x.to(at::kBFloat16)}) d.fold(encode_tah(input, o));
 }
 
 TEST(PayloadDigests, BoundaryCodecsArePinned) {
@@ -152,11 +159,7 @@ TEST(PayloadDigests, BoundaryCodecsArePinned) {
       TahOptions o;
       o.group_size = g;
       o.hadamard = hadamard;
-      for (const at::Tensor& input : {x, x.to(at::kBFloat16)}) {
-        const CompressedTensor c = encode_tah(input, o);
-        d.fold(c.serialize());
-        d.fold(c.decode());
-      }
+      fold_tah(d, x, o);
     }
   }
   EXPECT_EQ(d.hex(), "bca9a36b2ef6fa5d");
@@ -177,11 +180,7 @@ TEST(PayloadDigests, StochasticTahIsPinned) {
     o.group_size = g;
     o.stochastic = true;
     o.seed = 77;
-    for (const at::Tensor& input : {x, x.to(at::kBFloat16)}) {
-      const CompressedTensor c = encode_tah(input, o);
-      d.fold(c.serialize());
-      d.fold(c.decode());
-    }
+    fold_tah(d, x, o);
   }
   EXPECT_EQ(d.hex(), "ecadeaf6fcff1928");
 }
@@ -190,12 +189,10 @@ TEST(PayloadDigests, BitfieldCodecsArePinned) {
   Digest d;
   const at::Tensor x = activations(16, 200, 3);
   const CompressedTensor mask = encode_positive_mask(x);
-  d.fold(mask.serialize());
-  d.fold(mask.decode());
+  d.fold(mask);
   const at::Tensor indices = (x.abs() * 7).to(at::kLong).clamp(0, 31);
   const CompressedTensor index = encode_index(indices, 5);
-  d.fold(index.serialize());
-  d.fold(index.decode());
+  d.fold(index);
   EXPECT_EQ(d.hex(), "766f39de4f3e0188");
 }
 
