@@ -238,7 +238,7 @@ DpRunResult run_dp_worker(const DpRunConfig& given, const DpCallbacks& callbacks
                     [&] { return shared_evaluation(*model, *data, config.batch, comm, {}); });
   };
   const LoopResult trained = run_training_loop(loop);
-  r.run_s = trained.seconds;
+  r.run_s = trained.seconds - trained.evaluation_seconds;  // training: the rate counts no evaluation
   r.evaluations = trained.evaluations;
   r.exchange = opt->exchange_stats();
   r.masked_elements = opt->masked_elements();

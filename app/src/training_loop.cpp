@@ -29,7 +29,9 @@ LoopResult run_training_loop(const TrainingLoop& loop) {
     std::optional<Evaluation> evaluation;
     const bool every = loop.evaluate_every > 0 && (s + 1) % loop.evaluate_every == 0 && s + 1 < loop.steps;
     if (every || (loop.evaluate_also && loop.evaluate_also(s + 1))) {
+      const auto t0 = std::chrono::steady_clock::now();
       evaluation = Evaluation{s + 1, result.train_seconds, loop.evaluate(s + 1)};
+      result.evaluation_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       result.evaluations.push_back(*evaluation);
     }
     if (loop.on_step) {

@@ -80,7 +80,8 @@ def main():
             if len(reached) < len(times):
                 cell += f" ({len(reached)} of {len(times)} seeds)"
             cells.append(cell)
-        print(f"| {shown(label)} | {js[0].get('full_precision_steps', 0)} | {spread(losses, 4)} | "
+        exact = "all" if js[0].get("codec") == "fp32" else js[0].get("full_precision_steps", 0)
+        print(f"| {shown(label)} | {exact} | {spread(losses, 4)} | "
               f"{spread(vs, 2) if label != ref else ''}{' %' if label != ref else ''} | {spread(whole, 0)} | "
               f"{' | '.join(cells)} |", file=sys.stderr)
 

@@ -155,6 +155,10 @@ TEST(TrainingLoop, EvaluatesWhenDueWithTheTrainingTimeByThen) {
   const nlohmann::json j = app::evaluations_json(r.evaluations, "val_loss");
   EXPECT_EQ(j[2]["step"], 6);
   EXPECT_EQ(j[2]["val_loss"], 60.0);
+  // A due step that is the last is the command's own evaluation, not the loop's.
+  loop.steps = 6;
+  loop.evaluate_also = nullptr;
+  EXPECT_EQ(app::run_training_loop(loop).evaluations.size(), 1u);  // after step 3 only
 }
 
 // Evaluating during the run changes no step of it: the training losses and

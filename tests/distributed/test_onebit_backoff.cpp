@@ -131,10 +131,11 @@ std::unique_ptr<torch::serialize::InputArchive> with(torch::serialize::InputArch
   return reopened(out);
 }
 
-// A checkpoint whose back-off state no run can reach (a moving average of
+// A checkpoint whose back-off state cannot be resumed (a moving average of
 // the momentum's norm that is infinite, NaN or negative; negative back-offs;
 // a freeze inside the warm-up) is refused, and the optimizer keeps its own:
-// an infinite average would have switched the back-off off for good.
+// an infinite average (an overflowed norm, under --allow-non-finite) would
+// switch the back-off off for good.
 TEST(OneBitBackoff, AnImpossibleBackOffStateIsRefused) {
   torch::manual_seed(5);
   auto x = torch::ones({64}).requires_grad_(true);

@@ -77,7 +77,7 @@ struct DpRunResult {
   double final_train_loss = 0;       // mean over the last epoch's steps (at most)
   double evaluation = 0;             // validation loss or test accuracy, on rank 0's model
   std::vector<Evaluation> evaluations;  // every run.eval_every steps, then the final one
-  double run_s = 0, samples_per_s = 0;
+  double run_s = 0, samples_per_s = 0;  // of the training loop, its evaluations (run.eval_every) left out
   double warmup_step_s = 0, compressed_step_s = 0;  // mean step, each stage's first excluded
   optim::ExchangeStats exchange;     // rank 0's
   int64_t masked_elements = 0;       // momentum elements zeroed in the 1-bit stage (no warm-up gradient)

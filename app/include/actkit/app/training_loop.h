@@ -51,6 +51,7 @@ struct TrainingLoop {
 struct LoopResult {
   double seconds = 0;        // the loop's wall time
   double train_seconds = 0;  // its steps' (LoopStep::seconds), without checkpoints and evaluations
+  double evaluation_seconds = 0;  // the wall time of its evaluations
   std::vector<Evaluation> evaluations;  // in step order
 };
 
