@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "actkit/app/run_progress.h"
 
 namespace actkit::cli {
 
@@ -42,11 +45,13 @@ class ProgressDisplay {
     last_tenth_ = done == total ? -1 : tenth;
   }
 
-  // An evaluation after step `step` of the run: a line of its own (on a
-  // terminal, below the bar, which the next step redraws).
-  void evaluation(int64_t step, const std::string& what, double value, double train_seconds) {
-    fmt::print(stderr, "{}step {}: {} {:.4f} after {:.1f} s of training\n", tty_ ? "\n" : "", step, what, value,
-               train_seconds);
+  // The evaluation that ran after a step, if one did (`what` names its
+  // value): a line of its own (on a terminal, below the bar, which the next
+  // step redraws).
+  void evaluation(const std::optional<app::Evaluation>& e, const std::string& what) {
+    if (!e) return;
+    fmt::print(stderr, "{}step {}: {} {:.4f} after {:.1f} s of training\n", tty_ ? "\n" : "", e->step, what, e->value,
+               e->train_seconds);
   }
 
  private:

@@ -95,10 +95,7 @@ void run_rank(DpFlags& f) {
   callbacks.on_step = [&](const app::StepProgress& p) {
     progress.show("step", p.step, p.steps, p.loss,
                   fmt::format("{:.0f} samples/s{}", p.rate, p.compressing ? " (1-bit)" : ""));
-    if (p.evaluation) {
-      progress.evaluation(p.evaluation->step, c.run.model.text() ? "validation loss" : "accuracy",
-                          p.evaluation->value, p.evaluation->train_seconds);
-    }
+    progress.evaluation(p.evaluation, c.run.model.text() ? "validation loss" : "accuracy");
   };
   const app::DpRunResult r = app::run_dp_worker(c, callbacks);
   if (r.leader) print_results(f, r);

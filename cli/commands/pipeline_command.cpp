@@ -160,9 +160,7 @@ void run_rank(PipelineFlags& f) {
   };
   callbacks.on_step = [&](const app::StepProgress& p) {
     progress.show("step", p.step, p.steps, p.loss, fmt::format("{:.0f} tokens/s", p.rate));
-    if (p.evaluation) {
-      progress.evaluation(p.evaluation->step, "validation loss", p.evaluation->value, p.evaluation->train_seconds);
-    }
+    progress.evaluation(p.evaluation, "validation loss");
   };
   const app::PipelineRunResult r = app::run_pipeline_rank(f.run, callbacks);
   if (r.leader) print_results(f, r);

@@ -50,10 +50,8 @@ void run_train(TrainArgs& a) {
   ProgressDisplay progress(false);
   const app::TrainResult r = app::run_training(c, [&](const app::TrainProgress& p) {
     progress.show(fmt::format("epoch {} step", p.epoch + 1), p.step, p.steps_per_epoch, p.loss, "");
-    if (p.evaluation) {  // each epoch's end too (the last is also the line after the run)
-      progress.evaluation(p.evaluation->step, text ? "validation loss" : "test accuracy", p.evaluation->value,
-                          p.evaluation->train_seconds);
-    }
+    // Each epoch's end too (the last is also the line after the run).
+    progress.evaluation(p.evaluation, text ? "validation loss" : "test accuracy");
   });
   if (text) {
     fmt::print("validation loss {:.4f}  train loss {:.4f}  step {:.1f} ms  peak {}\n", r.final_validation_loss,
